@@ -1,0 +1,202 @@
+"""Record models of the memory store.
+
+These pydantic models are the vocabulary shared by the store, perception and the tools. They
+carry no vectors: the store embeds the searchable ``text`` of a record when it writes it, so
+callers never deal with embedding dimensions. Ids are deterministic (see :func:`stable_id`), so
+writing the same segment twice upserts the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Level = Literal["observations", "traces", "schemas", "facts", "entities"]
+EntityKind = Literal["person", "object"]
+
+#: id prefix → level, so ``get(id)`` can find the table of any id.
+ID_PREFIXES: dict[str, Level] = {
+    "obs_": "observations",
+    "trc_": "traces",
+    "sch_": "schemas",
+    "fct_": "facts",
+    "person_": "entities",
+    "object_": "entities",
+}
+
+
+def stable_id(prefix: str, *parts: object) -> str:
+    """Return ``prefix`` + 12 hex chars of sha256 over ``parts`` (deterministic across runs)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()
+    return f"{prefix}{digest[:12]}"
+
+
+class Record(BaseModel):
+    """Base of every stored record: strict about unknown fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Entity(Record):
+    """A persistent person or object the system has resolved."""
+
+    id: str = Field(description="persistent id, e.g. person_0007")
+    kind: EntityKind
+    name: str | None = Field(None, description="display name given by a user, if any")
+    aliases: list[str] = Field(default_factory=list)
+    description: str = Field("", description="short searchable description")
+    first_seen: float = Field(0.0, description="wall-clock epoch seconds of the first sighting")
+    last_seen: float = Field(0.0, description="wall-clock epoch seconds of the latest sighting")
+    sightings: int = Field(0, description="number of segments the entity was observed in")
+    cameras: list[str] = Field(default_factory=list)
+    merged_into: str | None = Field(None, description="set when this id was merged into another")
+
+
+class Observation(Record):
+    """Episodic memory at entity level: one resolved entity in one segment."""
+
+    id: str
+    entity_id: str
+    camera_id: str
+    source: str
+    segment_index: int
+    t_start: float = Field(description="media seconds")
+    t_end: float
+    wall_start: float = Field(description="wall-clock epoch seconds")
+    text: str = Field(description="appearance, behaviour, interactions in words")
+    keyframe_ids: list[str] = Field(default_factory=list)
+    confidence: float = 0.0
+
+
+class Trace(Record):
+    """Episodic memory at segment level: one analysed segment."""
+
+    id: str
+    camera_id: str
+    source: str
+    segment_index: int
+    t_start: float
+    t_end: float
+    wall_start: float
+    summary: str
+    entity_ids: list[str] = Field(default_factory=list)
+    objects: list[str] = Field(default_factory=list)
+    ocr_text: str = ""
+    transcript: str = ""
+    quotes: list[str] = Field(default_factory=list)
+    keyframe_ids: list[str] = Field(default_factory=list)
+    level: Literal["light", "full"] = "light"
+
+
+class Keyframe(Record):
+    """A stored still: JPEG bytes plus where it came from."""
+
+    id: str
+    camera_id: str
+    source: str
+    segment_index: int
+    t: float = Field(description="media seconds")
+    wall_time: float
+    quality: float = Field(description="sharpness × colour entropy, higher is better")
+    width: int
+    height: int
+    entity_ids: list[str] = Field(default_factory=list)
+    jpeg: bytes = Field(repr=False)
+
+
+class GalleryFace(Record):
+    """One slot of an entity's face gallery (an SFace embedding)."""
+
+    id: str
+    entity_id: str
+    embedding: list[float]
+    quality: float
+    keyframe_id: str | None = None
+    created_at: float = 0.0
+
+
+class Chapter(Record):
+    """Episodic memory at chapter level (table ``schemas``): a narrative over many traces."""
+
+    id: str = Field(description="sch_<12 hex>")
+    camera_id: str
+    source: str
+    t_start: float = Field(description="media seconds")
+    t_end: float
+    wall_start: float = 0.0
+    wall_end: float = 0.0
+    title: str = ""
+    text: str = Field(description="the chapter narrative, searchable")
+    trace_ids: list[str] = Field(default_factory=list)
+    entity_ids: list[str] = Field(default_factory=list)
+    updated_at: float = 0.0
+
+
+class Fact(Record):
+    """Semantic memory at entity level: edits supersede, they never erase history."""
+
+    id: str = Field(description="fct_<12 hex>")
+    entity_ids: list[str] = Field(default_factory=list, description="entities the fact is about")
+    text: str
+    kind: str = Field("attribute", description="identity | attribute | habit | relation | …")
+    importance: float = Field(0.5, ge=0.0, le=1.0, description="w in [0, 1]; participates in ranking")
+    evidence_ids: list[str] = Field(default_factory=list, description="supporting trace/observation ids")
+    status: Literal["active", "superseded"] = "active"
+    superseded_by: str | None = None
+    created_at: float = 0.0
+
+
+class SegmentWrite(Record):
+    """Everything one segment commits, written idempotently by ``MemoryStore.write_segment``."""
+
+    source: str
+    camera_id: str
+    segment_index: int
+    trace: Trace
+    observations: list[Observation] = Field(default_factory=list)
+    keyframes: list[Keyframe] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list, description="new or updated entities")
+    gallery_faces: list[GalleryFace] = Field(default_factory=list)
+    source_size: int | None = None
+    source_mtime: float | None = None
+
+
+class IngestState(Record):
+    """Resume point of one source."""
+
+    source: str
+    camera_id: str
+    last_segment_index: int = -1
+    last_t_end: float = 0.0
+    done: bool = False
+    source_size: int | None = None
+    source_mtime: float | None = None
+    updated_at: float = 0.0
+
+
+class SearchHit(Record):
+    """One search result: the record's id, level, text and score, plus where/when."""
+
+    id: str
+    level: Level
+    text: str
+    score: float
+    camera_id: str | None = None
+    source: str | None = None
+    t_start: float | None = None
+    t_end: float | None = None
+    wall_start: float | None = None
+    entity_ids: list[str] = Field(default_factory=list)
+    keyframe_ids: list[str] = Field(default_factory=list)
+
+
+class GetResult(Record):
+    """An item with its time-ordered neighbours and linked entities."""
+
+    item: dict[str, object]
+    level: Level
+    before: list[dict[str, object]] = Field(default_factory=list)
+    after: list[dict[str, object]] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)

@@ -1,0 +1,258 @@
+"""The ``reflectworld`` command line.
+
+``serve`` speaks MCP (stdio by default, streamable HTTP with ``--http``); ``ingest`` files a
+video into memory with progress on stderr and resumes after an interrupt; ``demo`` ingests the
+packaged sample clip and prints what memory now holds; ``validate`` checks a manifest;
+``search`` queries memory from the shell. Logging is configured here and only here, always on
+stderr: under ``serve`` stdout is the MCP wire. The other commands print their results on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from importlib.resources import files
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import anyio
+
+from plugin.errors import ManifestError, PluginError
+
+__all__ = ["main"]
+
+logger = logging.getLogger("reflectworld")
+
+DEMO_CLIP = "short_hamilton_clip.mp4"
+
+
+def _out(text: str = "") -> None:
+    """Write a line of command output (not used by ``serve``, whose stdout is the MCP wire)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+    for noisy in ("httpx", "httpx2", "mcp.server.lowlevel.server", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _manifest(args: argparse.Namespace) -> Any:
+    from plugin.manifest import default_manifest, load_manifest
+
+    manifest = load_manifest(args.manifest) if args.manifest else default_manifest()
+    if getattr(args, "store", None):
+        manifest = manifest.model_copy(update={"memory": manifest.memory.model_copy(update={"uri": args.store})})
+    return manifest
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from plugin.manifest import load_manifest
+
+    manifest = load_manifest(args.file)
+    _out(f"{args.file}: valid (user {manifest.user_id}, store {manifest.store_uri()}, "
+         f"embedder {manifest.memory.embedder.type}, vlm {'on' if manifest.vlm else 'off'})")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from plugin.http import parse_bind, serve_http
+    from plugin.server import create_server
+
+    manifest = _manifest(args)
+    _setup_logging(manifest.log_level)
+    server = create_server(manifest)
+    if args.http is None:
+        logger.info("serving MCP over stdio")
+        server.run()
+        return 0
+    cfg = manifest.server.http
+    host, port = parse_bind(args.http, cfg.port) if args.http else (cfg.host, cfg.port)
+    token = cfg.token.get_secret_value() if cfg.token else None
+    anyio.run(serve_http, server, host, port, token or None)
+    return 0
+
+
+class _Interrupt:
+    """First Ctrl-C asks the ingest to stop after the current segment; a second one aborts."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __enter__(self) -> threading.Event:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGTERM, self._handle)
+        return self.event
+
+    def __exit__(self, *_: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        logger.warning("stopping after the current segment (press Ctrl-C again to abort now)")
+        self.event.set()
+
+
+def _progress(name: str) -> Any:
+    started = time.monotonic()
+
+    def report(done_s: float, total_s: float, segments: int) -> None:
+        pct = 100.0 * done_s / total_s if total_s else 0.0
+        rate = done_s / max(time.monotonic() - started, 1e-6)
+        logger.info("ingest %s: %.1f/%.1f s (%.0f%%), %d segment(s), %.1fx real time",
+                    name, done_s, total_s, pct, segments, rate)
+
+    return report
+
+
+def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
+    from perception import ingest_file
+    from plugin.server import ingest_settings, open_store
+
+    store = open_store(manifest)
+    try:
+        with _Interrupt() as stop:
+            report = ingest_file(path, store, ingest_settings(manifest), camera_id=camera,
+                                 progress=_progress(path.name), stop=stop)
+        return store, report
+    except BaseException:
+        store.close()
+        raise
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    _setup_logging(manifest.log_level)
+    path = Path(args.path).expanduser()
+    store, report = _ingest(path, manifest, args.camera)
+    store.close()
+    status = "interrupted — run the same command again to resume" if report.interrupted else "complete"
+    _out(f"{path}: {status}; {report.segments_written} segment(s) written, {report.segments_skipped} "
+         f"already in memory, {len(report.entities)} entities, {report.seconds:.1f} s")
+    return 130 if report.interrupted else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from plugin.manifest import default_store_uri
+
+    if not args.store:
+        args.store = str(Path(default_store_uri()).parent / "demo" / "lancedb")
+    manifest = _manifest(args)
+    _setup_logging(manifest.log_level)
+    clip = Path(str(files("perception") / "assets" / DEMO_CLIP))
+    _out(f"ReflectWorld demo: ingesting {clip.name} (public domain, White House 2009) into {manifest.store_uri()}")
+    store, report = _ingest(clip, manifest, "stage")
+    try:
+        if report.interrupted:
+            _out("interrupted — run `reflectworld demo` again to resume")
+            return 130
+        _out(f"\nTimeline ({report.segments_written} new, {report.segments_skipped} already remembered):")
+        for trace in store.timeline(camera="stage", limit=50):
+            _out(f"  [{trace.t_start:5.1f}–{trace.t_end:5.1f} s] {trace.id}  {trace.summary}")
+        _out("\nEntities:")
+        for entity in store.list_entities(limit=20):
+            label = f" ({entity.name})" if entity.name else ""
+            _out(f"  {entity.id}{label}: {entity.kind}, seen in {entity.sightings} segment(s)")
+        for query in ("close-up of a person", "wide shot with several people"):
+            _out(f"\nSearch: {query!r}")
+            for hit in store.search(query, level="traces", limit=3):
+                _out(f"  {hit.score:6.3f}  {hit.id} [{hit.t_start:.1f}–{hit.t_end:.1f} s] {hit.text[:100]}")
+        _out(f"\nServe this memory to an MCP host: reflectworld serve --store {manifest.store_uri()}")
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from plugin.server import open_store
+
+    manifest = _manifest(args)
+    _setup_logging("WARNING")
+    store = open_store(manifest)
+    try:
+        for hit in store.search(args.query, level=args.level, limit=args.limit, mode=args.mode):
+            _out(f"{hit.score:7.4f}  {hit.id}  {hit.text[:120]}")
+    finally:
+        store.close()
+    return 0
+
+
+# ---------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``reflectworld``."""
+    parser = argparse.ArgumentParser(prog="reflectworld", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--manifest", "-m", help="YAML/TOML manifest (default: embedded store, local models)")
+        p.add_argument("--store", help="LanceDB URI overriding memory.uri")
+
+    p = sub.add_parser("serve", help="run the MCP server (stdio, or HTTP with --http)")
+    common(p)
+    p.add_argument("--http", nargs="?", const="", metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp (default from the manifest, 127.0.0.1:8765)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("ingest", help="ingest a video file into memory (resumable)")
+    common(p)
+    p.add_argument("path")
+    p.add_argument("--camera", help="camera id to file it under (default: the file name)")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("demo", help="ingest the packaged sample clip and show what memory holds")
+    common(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("validate", help="check a manifest and list every problem")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("search", help="search memory from the shell")
+    common(p)
+    p.add_argument("query")
+    p.add_argument("--level", default="traces", choices=["traces", "observations", "entities", "schemas", "facts"])
+    p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "fts"])
+    p.add_argument("--limit", type=int, default=10)
+    p.set_defaults(func=cmd_search)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``reflectworld`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ManifestError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 2
+    except (PluginError, FileNotFoundError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except Exception as exc:  # the CLI's top level: show a one-line reason, keep the traceback in the log
+        from memory.errors import MemoryStoreError
+        from perception.errors import MediaError
+
+        if isinstance(exc, MemoryStoreError | MediaError):
+            sys.stderr.write(f"error: {exc}\n")
+            return 1
+        logger.exception("reflectworld %s failed", args.command)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""The manifest: one strict pydantic tree configuring the whole server.
+
+A manifest is YAML (``.yaml``/``.yml``) or TOML (``.toml``). Unknown keys are rejected, every
+value is typed and bounded, and secrets appear only as ``${ENV}`` or ``${ENV:default}``
+references, substituted at load time. :func:`load_manifest` reports every problem at once, each
+with its key path and a fix, through :class:`plugin.errors.ManifestError`.
+
+With no manifest at all, :func:`default_manifest` gives the embedded default: a LanceDB store in
+the user's data directory, the local MiniLM embedder, YuNet faces and no VLM.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from platformdirs import user_data_dir
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from plugin.errors import ManifestError, ManifestProblem
+
+__all__ = [
+    "Manifest",
+    "MemoryConfig",
+    "PerceptionConfig",
+    "ServerConfig",
+    "default_manifest",
+    "default_store_uri",
+    "load_manifest",
+    "parse_manifest",
+]
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
+
+
+class Strict(BaseModel):
+    """Base of every manifest section: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# ---------------------------------------------------------------------------------- embedders
+
+
+class MiniLMEmbedderConfig(Strict):
+    """The packaged all-MiniLM-L6-v2 int8 ONNX model (384-d); works offline."""
+
+    type: Literal["minilm"] = "minilm"
+
+
+class HashEmbedderConfig(Strict):
+    """A deterministic hashing embedder: for tests and fully offline dev runs, not for quality."""
+
+    type: Literal["hash"] = "hash"
+    dim: int = Field(64, ge=8, le=4096, description="vector dimension")
+
+
+class OpenAIEmbedderConfig(Strict):
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint."""
+
+    type: Literal["openai"] = "openai"
+    base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1")
+    model: str = Field(description="embedding model name")
+    api_key: SecretStr = Field(SecretStr(""), description="use ${ENV} — never write the key itself")
+    dim: int = Field(ge=8, le=8192, description="dimension the model returns")
+    timeout_s: float = Field(30.0, gt=0, le=600)
+
+
+EmbedderConfig = Annotated[
+    MiniLMEmbedderConfig | HashEmbedderConfig | OpenAIEmbedderConfig, Field(discriminator="type")
+]
+
+
+class MemoryConfig(Strict):
+    """Where memory lives and how text is embedded."""
+
+    uri: str | None = Field(
+        None,
+        description="LanceDB URI: a directory, or s3://… / gs://…; default: the user's data directory",
+    )
+    embedder: EmbedderConfig = Field(default_factory=MiniLMEmbedderConfig)
+
+
+# ---------------------------------------------------------------------------------- perception
+
+
+class YuNetFacesConfig(Strict):
+    """YuNet face detection + SFace embeddings (packaged ONNX files)."""
+
+    type: Literal["yunet"] = "yunet"
+    match_threshold: float = Field(0.363, ge=0.0, le=1.0, description="SFace cosine to match")
+
+
+class NoFacesConfig(Strict):
+    """Face detection disabled."""
+
+    type: Literal["none"] = "none"
+
+
+FacesConfig = Annotated[YuNetFacesConfig | NoFacesConfig, Field(discriminator="type")]
+
+
+class PerceptionConfig(Strict):
+    """How a stream is cut into segments and what is analysed in each."""
+
+    level: Literal["light", "full"] = Field("full", description="light = vision only; full = + faces")
+    sample_fps: float = Field(4.0, gt=0, le=30, description="frames analysed per media second")
+    min_segment_s: float = Field(1.0, gt=0, le=600)
+    max_segment_s: float = Field(10.0, gt=0, le=3600)
+    scene_threshold: float = Field(0.35, gt=0, le=1, description="histogram distance that cuts")
+    keyframes_per_segment: int = Field(2, ge=1, le=16)
+    keyframe_min_gap_s: float = Field(1.0, ge=0, le=60)
+    faces: FacesConfig = Field(default_factory=YuNetFacesConfig)
+
+
+# ---------------------------------------------------------------------------------- providers
+
+
+class OpenAIVLMConfig(Strict):
+    """An OpenAI-compatible vision-language model (OpenAI, vLLM, Ollama, LM Studio)."""
+
+    type: Literal["openai"] = "openai"
+    base_url: str
+    model: str
+    api_key: SecretStr = Field(SecretStr(""), description="use ${ENV}")
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    max_output_tokens: int = Field(800, ge=16, le=32768)
+    max_concurrency: int = Field(2, ge=1, le=64)
+
+
+class SourceConfig(Strict):
+    """A media source the background worker ingests (files now; live sources later)."""
+
+    uri: str = Field(description="file path, rtsp://, http(s)://, /dev/videoN or a folder")
+    camera_id: str | None = Field(None, description="default: derived from the source")
+    enabled: bool = True
+
+
+class HTTPConfig(Strict):
+    """Streamable HTTP transport settings."""
+
+    host: str = Field("127.0.0.1", description="bind address; non-loopback requires a token")
+    port: int = Field(8765, ge=1, le=65535)
+    token: SecretStr | None = Field(None, description="bearer token, as ${ENV}")
+
+
+class ServerConfig(Strict):
+    """MCP server settings."""
+
+    name: str = "reflectworld"
+    http: HTTPConfig = Field(default_factory=HTTPConfig)
+    max_results: int = Field(50, ge=1, le=500, description="cap on any list a tool returns")
+
+
+class Manifest(Strict):
+    """Root of the manifest."""
+
+    version: Literal[1] = Field(1, description="manifest format version")
+    user_id: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    perception: PerceptionConfig = Field(default_factory=PerceptionConfig)
+    vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")
+    sources: list[SourceConfig] = Field(default_factory=list)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+
+    def store_uri(self) -> str:
+        """The store URI, with the default filled in and ``~`` expanded."""
+        if self.memory.uri is None:
+            return default_store_uri()
+        if "://" in self.memory.uri:
+            return self.memory.uri
+        return str(Path(self.memory.uri).expanduser())
+
+
+def default_store_uri() -> str:
+    """The embedded store's default directory (``$REFLECTWORLD_DATA_DIR`` overrides it)."""
+    base = os.environ.get("REFLECTWORLD_DATA_DIR") or user_data_dir("reflectworld", appauthor=False)
+    return str(Path(base).expanduser() / "lancedb")
+
+
+def default_manifest() -> Manifest:
+    """The manifest used when none is given: embedded store, local models, no VLM."""
+    return Manifest()
+
+
+# ---------------------------------------------------------------------------------- loading
+
+
+def _substitute_env(node: Any, path: str, problems: list[ManifestProblem]) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:default}`` in every string of ``node``."""
+    if isinstance(node, dict):
+        return {k: _substitute_env(v, f"{path}.{k}" if path else str(k), problems) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute_env(v, f"{path}[{i}]", problems) for i, v in enumerate(node)]
+    if not isinstance(node, str):
+        return node
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = os.environ.get(name)
+        if value is not None:
+            return value
+        if default is not None:
+            return default
+        problems.append(
+            ManifestProblem(
+                path,
+                f"environment variable {name} is not set",
+                f"export {name}=… before starting, or write ${{{name}:default}} to give a default",
+            )
+        )
+        return ""
+
+    return _ENV_REF.sub(replace, node)
+
+
+def _loc_to_path(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in {"minilm", "hash", "openai", "yunet", "none"} and parts:
+            continue  # discriminated-union tag pydantic inserts into the location
+        else:
+            parts.append(f".{item}" if parts else str(item))
+    return "".join(parts)
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names valid at the parent of ``loc`` (for 'did you mean' hints)."""
+    candidates: list[Any] = [Manifest]
+    for item in loc[:-1]:
+        if isinstance(item, int):
+            continue
+        tagged = [c for c in candidates if "type" in c.model_fields and c.model_fields["type"].default == item]
+        if tagged:  # a discriminated-union tag: pick the member it names
+            candidates = tagged
+            continue
+        model = next((c for c in candidates if item in c.model_fields), None)
+        if model is None:
+            return []
+        annotation = model.model_fields[item].annotation
+        args = [annotation, *getattr(annotation, "__args__", ())]
+        for arg in list(args):
+            args.extend(getattr(arg, "__args__", ()))  # list[Model] and Optional[Model]
+        candidates = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not candidates:
+            return []
+    return list(candidates[0].model_fields) if candidates else []
+
+
+def _problem_from_error(err: Any) -> ManifestProblem:
+    loc = tuple(err["loc"])
+    path = _loc_to_path(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        fix = f"did you mean '{close[0]}'?" if close else "remove it"
+        if allowed:
+            fix += f" (allowed here: {', '.join(allowed)})"
+        return ManifestProblem(path, "unknown key", fix)
+    if kind == "missing":
+        return ManifestProblem(path, "required key is missing", "add it (see manifests/example.yaml)")
+    if kind == "union_tag_invalid":
+        return ManifestProblem(path, err["msg"], "set `type:` to one of the listed values")
+    value = err.get("input")
+    shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+    return ManifestProblem(path, f"{err['msg']}{shown}", "see manifests/example.yaml for the expected form")
+
+
+def parse_manifest(data: Any, source: str = "<manifest>") -> Manifest:
+    """Validate an already-parsed mapping; raises :class:`ManifestError` listing every problem."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ManifestError(source, [ManifestProblem("", "the manifest must be a mapping of keys")])
+    problems: list[ManifestProblem] = []
+    data = _substitute_env(data, "", problems)
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(_problem_from_error(e) for e in exc.errors())
+        raise ManifestError(source, problems) from None
+    if problems:
+        raise ManifestError(source, problems)
+    if manifest.perception.min_segment_s > manifest.perception.max_segment_s:
+        raise ManifestError(
+            source,
+            [ManifestProblem("perception.min_segment_s", "is larger than perception.max_segment_s",
+                             "make min_segment_s ≤ max_segment_s")],
+        )
+    return manifest
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Load and validate a YAML or TOML manifest file.
+
+    Raises:
+        ManifestError: the file is missing, unparsable or invalid; lists every problem.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ManifestError(str(file), [ManifestProblem("", "file not found", "check the path")])
+    text = file.read_text(encoding="utf-8")
+    try:
+        if file.suffix.lower() == ".toml":
+            data: Any = tomllib.loads(text)
+        elif file.suffix.lower() in {".yaml", ".yml", ".json"}:
+            data = yaml.safe_load(text)
+        else:
+            raise ManifestError(
+                str(file), [ManifestProblem("", f"unsupported extension {file.suffix!r}", "use .yaml, .yml or .toml")]
+            )
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise ManifestError(str(file), [ManifestProblem("", f"cannot parse: {exc}", "fix the syntax")]) from None
+    return parse_manifest(data, str(file))

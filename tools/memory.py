@@ -1,0 +1,134 @@
+"""Memory tools: search, open with neighbours, and look at the key frames behind a memory."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from memory.models import Entity, SearchHit
+from tools.errors import tool_errors
+
+__all__ = ["register"]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+class SearchResults(BaseModel):
+    """Hits of one memory search, best first."""
+
+    query: str
+    level: str
+    mode: str
+    hits: list[SearchHit]
+    next_offset: int | None = Field(None, description="pass as offset to get the next page; null = no more")
+
+
+class MemoryItem(BaseModel):
+    """One memory with what happened just before and after it, and who was involved."""
+
+    id: str
+    level: str
+    item: dict[str, Any]
+    before: list[dict[str, Any]] = Field(description="earlier neighbours, oldest first")
+    after: list[dict[str, Any]] = Field(description="later neighbours, oldest first")
+    entities: list[Entity]
+
+
+def register(server: MCPServer[Any], max_results: int = 50) -> None:
+    """Add the memory tools to ``server``; ``max_results`` caps every page."""
+
+    def memory_search(
+        query: Annotated[str, Field(description="what to look for, in plain words (e.g. 'man with a microphone')")],
+        ctx: Context[Any],
+        level: Annotated[
+            Literal["traces", "observations", "entities", "schemas", "facts"],
+            Field(description="traces = what happened in a segment; observations = one entity in one segment; "
+                  "entities = people/objects; schemas = chapters; facts = what is known about an entity"),
+        ] = "traces",
+        camera: Annotated[str | None, Field(description="only this camera id")] = None,
+        entity: Annotated[str | None, Field(description="only memories involving this entity id (see entity_list)")] = None,
+        start: Annotated[float | None, Field(ge=0, description="only from this media second on")] = None,
+        end: Annotated[float | None, Field(ge=0, description="only up to this media second")] = None,
+        mode: Annotated[
+            Literal["hybrid", "vector", "fts"],
+            Field(description="hybrid (default) fuses meaning and keywords; vector = meaning; fts = exact words"),
+        ] = "hybrid",
+        limit: Annotated[int, Field(ge=1, le=50, description="hits per page")] = 10,
+        offset: Annotated[int, Field(ge=0, le=10_000, description="skip this many hits (paging)")] = 0,
+    ) -> SearchResults:
+        """Search the long-term memory of what the cameras saw and heard.
+
+        Returns ids, text, scores, media times and linked entity / key-frame ids. Open a hit with
+        memory_get (neighbours and entities) or memory_visual_evidence (the images).
+        """
+        if not query.strip():
+            raise ToolError("query is empty; describe what to look for, e.g. 'person at the piano'")
+        if start is not None and end is not None and start > end:
+            raise ToolError(f"start ({start}) is after end ({end}); swap them")
+        limit = min(limit, max_results)
+        with tool_errors("memory_search"):
+            store = ctx.request_context.lifespan_context.store
+            hits = store.search(
+                query, level=level, camera=camera, entity=entity, start=start, end=end,
+                limit=limit + 1, offset=offset, mode=mode,
+            )
+        more = len(hits) > limit
+        return SearchResults(
+            query=query, level=level, mode=mode, hits=hits[:limit], next_offset=offset + limit if more else None
+        )
+
+    def memory_get(
+        id: Annotated[str, Field(description="a memory id from memory_search (trc_…, obs_…, sch_…, fct_…) or an entity id")],
+        ctx: Context[Any],
+        neighbors: Annotated[int, Field(ge=0, le=10, description="how many earlier and later memories to include")] = 2,
+    ) -> MemoryItem:
+        """Open one memory: the full record, its time-ordered neighbours and the entities in it."""
+        with tool_errors("memory_get"):
+            result = ctx.request_context.lifespan_context.store.get(id, neighbors=neighbors)
+        return MemoryItem(
+            id=id, level=result.level, item=result.item, before=result.before, after=result.after,
+            entities=result.entities,
+        )
+
+    def memory_visual_evidence(
+        id: Annotated[str, Field(description="a trace, observation or key-frame id (kf_…), or an entity id")],
+        ctx: Context[Any],
+        max_images: Annotated[int, Field(ge=1, le=6, description="how many key frames to return")] = 2,
+    ) -> list[str | Image]:
+        """Show the key frames behind a memory, as images with a caption saying what and when."""
+        with tool_errors("memory_visual_evidence"):
+            store = ctx.request_context.lifespan_context.store
+            keyframe_ids = _keyframe_ids_for(store, id)
+            frames = store.keyframes(keyframe_ids[:max_images]) if keyframe_ids else []
+        if not frames:
+            raise ToolError(f"no key frames are stored for '{id}'; try memory_get on it, or another search hit")
+        lines = [f"Key frames for {id}:"]
+        for n, kf in enumerate(frames, 1):
+            who = f", showing {', '.join(kf.entity_ids)}" if kf.entity_ids else ""
+            lines.append(f"{n}. {kf.id}: camera {kf.camera_id} at {_clock(kf.t)} (segment {kf.segment_index}){who}")
+        return ["\n".join(lines), *(Image(data=kf.jpeg, format="jpeg") for kf in frames)]
+
+    server.add_tool(memory_search, annotations=READ_ONLY)
+    server.add_tool(memory_get, annotations=READ_ONLY)
+    server.add_tool(memory_visual_evidence, annotations=READ_ONLY, structured_output=False)
+
+
+def _keyframe_ids_for(store: Any, item_id: str) -> list[str]:
+    """Key-frame ids behind any memory id (a key-frame id stands for itself)."""
+    if item_id.startswith("kf_"):
+        return [item_id]
+    result = store.get(item_id, neighbors=0)
+    ids = list(result.item.get("keyframe_ids") or [])
+    if not ids and result.level == "entities":
+        for obs in result.after:
+            ids.extend(obs.get("keyframe_ids") or [])
+    return list(dict.fromkeys(ids))
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(max(seconds, 0.0), 60)
+    return f"{int(minutes)}:{secs:04.1f}"
