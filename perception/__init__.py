@@ -1,0 +1,41 @@
+"""ReflectWorld perception: decode, segment, key frames, faces, identity, description, ingestion.
+
+Public API (blocking code; run it in a worker thread from async code):
+
+* :func:`ingest_file` with :class:`IngestSettings` → :class:`IngestReport`
+* :func:`probe` → :class:`MediaInfo`, :func:`iter_frames` → :class:`Frame`
+* :class:`Segmenter` / :class:`Segment`, :func:`select_keyframes`, :func:`encode_jpeg`
+* :class:`FaceDetector`, :class:`FaceEmbedder`, :class:`IdentityResolver`, :class:`LocalDescriber`
+* errors: :class:`PerceptionError`, :class:`MediaError`
+"""
+
+from perception.describe import LocalDescriber
+from perception.errors import MediaError, PerceptionError
+from perception.faces import FaceDetection, FaceDetector, FaceEmbedder
+from perception.identity import IdentityResolver
+from perception.ingest import IngestReport, IngestSettings, ingest_file
+from perception.keyframes import encode_jpeg, quality, select_keyframes
+from perception.segment import Segment, Segmenter
+from perception.video import Frame, MediaInfo, iter_frames, probe
+
+__all__ = [
+    "FaceDetection",
+    "FaceDetector",
+    "FaceEmbedder",
+    "Frame",
+    "IdentityResolver",
+    "IngestReport",
+    "IngestSettings",
+    "LocalDescriber",
+    "MediaError",
+    "MediaInfo",
+    "PerceptionError",
+    "Segment",
+    "Segmenter",
+    "encode_jpeg",
+    "ingest_file",
+    "iter_frames",
+    "probe",
+    "quality",
+    "select_keyframes",
+]

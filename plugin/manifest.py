@@ -110,9 +110,9 @@ class PerceptionConfig(Strict):
 
     level: Literal["light", "full"] = Field("full", description="light = vision only; full = + faces")
     sample_fps: float = Field(4.0, gt=0, le=30, description="frames analysed per media second")
-    min_segment_s: float = Field(1.0, gt=0, le=600)
+    min_segment_s: float = Field(0.5, gt=0, le=600)
     max_segment_s: float = Field(10.0, gt=0, le=3600)
-    scene_threshold: float = Field(0.35, gt=0, le=1, description="histogram distance that cuts")
+    scene_threshold: float = Field(0.3, gt=0, le=1, description="histogram distance that cuts")
     keyframes_per_segment: int = Field(2, ge=1, le=16)
     keyframe_min_gap_s: float = Field(1.0, ge=0, le=60)
     faces: FacesConfig = Field(default_factory=YuNetFacesConfig)

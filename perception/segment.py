@@ -1,0 +1,168 @@
+"""Cut a stream of sampled frames into segments at scene changes.
+
+A cut happens before a frame whose HSV hue/saturation histogram differs from the previous
+frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
+the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
+regardless. The segmenter's state resets at every cut, so segmentation that restarts at a
+segment's first frame (a resumed ingest) reproduces the same later segments. Only the last
+segment of a stream may be shorter than ``min_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from perception.video import Frame
+
+logger = logging.getLogger(__name__)
+
+#: Default scene-change threshold (Bhattacharyya distance of HSV histograms). In-shot motion and
+#: camera pans in the test clip stay below 0.25; its hard cuts measure 0.39–0.51.
+DEFAULT_SCENE_THRESHOLD = 0.3
+
+_EPS = 1e-6
+
+
+@dataclass
+class Segment:
+    """A run of sampled frames between two cuts; ``t_end`` is the next segment's start."""
+
+    index: int
+    t_start: float
+    t_end: float
+    frames: list[Frame] = field(default_factory=list)
+    #: histogram distance between this segment's first frame and the frame before it
+    #: (0.0 at the start of a stream); at least the threshold for a scene cut
+    cut_score: float = 0.0
+
+    @property
+    def duration(self) -> float:
+        """Length in media seconds."""
+        return self.t_end - self.t_start
+
+
+def colour_histogram(image_bgr: np.ndarray) -> np.ndarray:
+    """Return the L1-normalised 16×8 hue/saturation histogram of a BGR image."""
+    small = cv2.resize(image_bgr, (160, 90), interpolation=cv2.INTER_AREA)
+    hsv = cv2.cvtColor(small, cv2.COLOR_BGR2HSV)
+    hist = cv2.calcHist([hsv], [0, 1], None, [16, 8], [0, 180, 0, 256])
+    cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
+    return hist
+
+
+def frame_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Bhattacharyya distance between two histograms from :func:`colour_histogram`."""
+    return float(cv2.compareHist(a, b, cv2.HISTCMP_BHATTACHARYYA))
+
+
+class Segmenter:
+    """Stateful scene-cut segmenter: :meth:`feed` frames, then :meth:`flush` once.
+
+    Args:
+        min_s: shortest segment (media seconds) that a scene change may end.
+        max_s: longest segment; a segment is cut when a frame would make it longer.
+        threshold: histogram distance counted as a scene change.
+        first_index: index given to the first segment (resume passes last index + 1).
+    """
+
+    def __init__(
+        self,
+        min_s: float = 0.5,
+        max_s: float = 10.0,
+        threshold: float = DEFAULT_SCENE_THRESHOLD,
+        first_index: int = 0,
+    ) -> None:
+        if min_s < 0 or max_s <= 0 or min_s > max_s:
+            raise ValueError(f"need 0 <= min_s <= max_s and max_s > 0, got min_s={min_s}, max_s={max_s}")
+        self.min_s = min_s
+        self.max_s = max_s
+        self.threshold = threshold
+        self._next_index = first_index
+        self._current: Segment | None = None
+        self._prev_hist: np.ndarray | None = None
+
+    def feed(self, frame: Frame) -> Segment | None:
+        """Add one frame; return the segment it closed, if it started a new one."""
+        hist = colour_histogram(frame.image_bgr)
+        prev_hist, self._prev_hist = self._prev_hist, hist
+        current = self._current
+        if current is None:
+            self._start(frame, 0.0 if prev_hist is None else frame_distance(prev_hist, hist))
+            return None
+        length = frame.t - current.t_start
+        score = frame_distance(prev_hist, hist)
+        if length >= self.max_s - _EPS:
+            return self._cut(frame, score)
+        if score >= self.threshold and length >= self.min_s - _EPS:
+            return self._cut(frame, score)
+        current.frames.append(frame)
+        return None
+
+    def prime(self, frame: Frame) -> None:
+        """Remember ``frame`` as the one before the next segment (resume), without adding it.
+
+        The first segment then gets a real ``cut_score``, as it had in an uninterrupted run.
+        """
+        if self._current is not None:
+            raise RuntimeError("prime() must come before the first feed()")
+        self._prev_hist = colour_histogram(frame.image_bgr)
+
+    def flush(self, end_t: float | None = None) -> Segment | None:
+        """Close and return the open segment (``None`` if no frame was fed).
+
+        ``end_t`` is the media end; without it the segment ends one sampling step after its
+        last frame (or at it, for a single frame).
+        """
+        current = self._current
+        if current is None:
+            return None
+        last = current.frames[-1].t
+        if end_t is None:
+            if len(current.frames) > 1:
+                end_t = last + (last - current.t_start) / (len(current.frames) - 1)
+            else:
+                end_t = last
+        current.t_end = max(end_t, last)
+        if current.t_end - current.t_start > self.max_s:
+            current.t_end = current.t_start + self.max_s
+        self._current = None
+        self._prev_hist = None
+        return current
+
+    def segments(
+        self, frames: Iterable[Frame], end_t: float | None = None, start_t: float | None = None
+    ) -> Iterator[Segment]:
+        """Segment a frame stream, yielding each segment as soon as it is closed.
+
+        Frames before ``start_t`` only :meth:`prime` the segmenter (a resumed run decodes a
+        little before its resume point so the first segment's ``cut_score`` is known).
+        """
+        for frame in frames:
+            if start_t is not None and frame.t < start_t - _EPS:
+                self.prime(frame)
+                continue
+            closed = self.feed(frame)
+            if closed is not None:
+                yield closed
+        last = self.flush(end_t)
+        if last is not None:
+            yield last
+
+    def _start(self, frame: Frame, score: float) -> None:
+        self._current = Segment(
+            index=self._next_index, t_start=frame.t, t_end=frame.t, frames=[frame], cut_score=score
+        )
+        self._next_index += 1
+
+    def _cut(self, frame: Frame, score: float) -> Segment:
+        closed = self._current
+        assert closed is not None
+        closed.t_end = frame.t
+        logger.debug("cut before t=%.3f (score %.3f), segment %d", frame.t, score, closed.index)
+        self._start(frame, score)
+        return closed

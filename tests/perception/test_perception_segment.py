@@ -1,0 +1,73 @@
+"""Scene-cut segmentation on synthetic frames and on the test clip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perception import Frame, Segmenter, iter_frames
+from perception.segment import colour_histogram, frame_distance
+
+
+def _frames(colours: list[tuple[int, int, int]], fps: float = 4.0) -> list[Frame]:
+    rng = np.random.default_rng(0)
+    out = []
+    for i, c in enumerate(colours):
+        img = np.full((90, 160, 3), c, np.uint8)
+        img = np.clip(img.astype(int) + rng.integers(-8, 9, img.shape), 0, 255).astype(np.uint8)
+        out.append(Frame(index=i, t=i / fps, image_bgr=img))
+    return out
+
+
+RED, BLUE = (30, 30, 200), (200, 60, 30)
+
+
+def test_a_cut_between_two_colours_gives_exactly_one_boundary() -> None:
+    segs = list(Segmenter(min_s=0.5, max_s=10).segments(_frames([RED] * 8 + [BLUE] * 8)))
+    assert [(s.index, s.t_start, s.t_end, len(s.frames)) for s in segs] == [(0, 0.0, 2.0, 8), (1, 2.0, 4.0, 8)]
+    assert segs[1].cut_score > 0.5
+
+
+def test_max_length_is_respected() -> None:
+    segs = list(Segmenter(min_s=0.5, max_s=1.5).segments(_frames([RED] * 12)))
+    assert len(segs) == 2
+    assert all(s.duration <= 1.5 + 1e-9 for s in segs)
+    assert segs[0].t_end == segs[1].t_start
+
+
+def test_min_length_is_respected() -> None:
+    # colour flips every frame: only cuts that leave segments of >= 1 s may happen
+    segs = list(Segmenter(min_s=1.0, max_s=10).segments(_frames([RED, BLUE] * 8)))
+    assert len(segs) > 1
+    assert all(s.duration >= 1.0 - 1e-9 for s in segs[:-1])
+
+
+def test_segmentation_is_deterministic_and_restartable_at_a_cut() -> None:
+    frames = _frames([RED] * 5 + [BLUE] * 7 + [RED] * 6)
+    full = list(Segmenter(0.5, 1.25).segments(frames))
+    cut = full[2]
+    start = next(i for i, f in enumerate(frames) if f.t == cut.t_start)
+    resumed = list(Segmenter(0.5, 1.25, first_index=cut.index).segments(frames[start:]))
+    key = [(s.index, s.t_start, s.t_end) for s in full[2:]]
+    assert key == [(s.index, s.t_start, s.t_end) for s in resumed]
+
+
+def test_identical_frames_have_zero_distance() -> None:
+    img = _frames([RED])[0].image_bgr
+    assert frame_distance(colour_histogram(img), colour_histogram(img)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_rejects_impossible_lengths() -> None:
+    with pytest.raises(ValueError, match="min_s"):
+        Segmenter(min_s=5, max_s=1)
+
+
+def test_default_settings_cut_the_test_clip_at_its_shot_changes(hamilton: Path) -> None:
+    segs = list(Segmenter().segments(iter_frames(hamilton, 4.0)))
+    starts = [round(s.t_start, 2) for s in segs]
+    # wide shot (from 0.85 s), pianist profile ~1.5 s, performer ~3.75 s, audience ~8.0 s
+    assert 4 <= len(segs) <= 7
+    for shot in (1.52, 3.75, 8.03):
+        assert any(abs(t - shot) < 0.3 for t in starts), (shot, starts)
