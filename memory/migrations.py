@@ -1,0 +1,71 @@
+"""Ordered schema migrations, applied when a store is opened.
+
+Register a migration with ``@migration(version)``; :func:`apply_migrations` runs every migration
+newer than the version recorded in the ``meta`` table, in order, recording each one as it
+completes. Version 1 creates all tables. A store recorded at a version newer than the code knows
+raises :class:`SchemaVersionError` rather than being touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import lancedb
+
+from .errors import SchemaVersionError
+from .schema import table_schemas
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MigrationContext:
+    """What a migration may use: the connection and the embedding dimension."""
+
+    db: lancedb.DBConnection
+    dim: int
+
+
+MigrationFn = Callable[[MigrationContext], None]
+_REGISTRY: dict[int, MigrationFn] = {}
+
+
+def migration(version: int) -> Callable[[MigrationFn], MigrationFn]:
+    """Register ``fn`` as the migration that brings the store to ``version``."""
+
+    def register(fn: MigrationFn) -> MigrationFn:
+        if version in _REGISTRY:
+            raise ValueError(f"migration {version} is registered twice ({_REGISTRY[version].__name__}, {fn.__name__})")
+        _REGISTRY[version] = fn
+        return fn
+
+    return register
+
+
+def latest_version() -> int:
+    """The highest registered migration version."""
+    return max(_REGISTRY)
+
+
+def apply_migrations(ctx: MigrationContext, current: int, record: Callable[[int], None]) -> int:
+    """Run migrations newer than ``current`` in order, calling ``record(version)`` after each."""
+    latest = latest_version()
+    if current > latest:
+        raise SchemaVersionError(
+            f"the memory store is at schema version {current} but this ReflectWorld knows up to {latest}; "
+            "upgrade reflectworld or point `memory.uri` at another directory")
+    for version in sorted(v for v in _REGISTRY if v > current):
+        logger.info("applying memory migration %d (%s)", version, _REGISTRY[version].__name__)
+        _REGISTRY[version](ctx)
+        record(version)
+        current = version
+    return current
+
+
+@migration(1)
+def create_tables(ctx: MigrationContext) -> None:
+    """Create every table of DESIGN §4 (idempotent: existing tables are kept)."""
+    for name, schema in table_schemas(ctx.dim).items():
+        ctx.db.create_table(name, schema=schema, exist_ok=True)

@@ -1,0 +1,90 @@
+"""Arrow schemas of every memory table, and which of them are searchable.
+
+One function, :func:`table_schemas`, returns the schemas for a given embedding dimension; the
+migrations create tables from it. Every row carries ``user_id``; the searchable tables
+(:data:`SEARCHABLE`) carry a ``text`` column (full-text index) and a ``vector`` column
+(``FixedSizeList<float32>[dim]``, cosine distance).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+META_TABLE = "meta"
+
+#: levels that are searchable, in the order ``level="all"`` searches them.
+SEARCHABLE: tuple[str, ...] = ("traces", "observations", "entities", "schemas", "facts")
+
+_str = pa.string()
+_f64 = pa.float64()
+_i64 = pa.int64()
+_strs = pa.list_(pa.string())
+
+
+def vector_type(dim: int) -> pa.DataType:
+    """Return the Arrow type of the ``vector`` column for ``dim``."""
+    return pa.list_(pa.float32(), dim)
+
+
+def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
+    out = [pa.field("user_id", _str, nullable=False), pa.field("id", _str, nullable=False)]
+    for f in fields:
+        out.append(pa.field(f[0], f[1], nullable=f[2] if len(f) > 2 else True))
+    return out
+
+
+def meta_schema() -> pa.Schema:
+    """Key/value rows: ``schema_version``, ``embedding_dim``, ``embedding_name``."""
+    return pa.schema([pa.field("key", _str, nullable=False), pa.field("value", _str), ("updated_at", _f64)])
+
+
+def table_schemas(dim: int) -> dict[str, pa.Schema]:
+    """Return ``{table name: schema}`` for all data tables of DESIGN §4."""
+    vec = ("vector", vector_type(dim))
+    return {
+        "entities": pa.schema(_fields(
+            ("kind", _str), ("name", _str), ("aliases", _strs), ("description", _str),
+            ("first_seen", _f64), ("last_seen", _f64), ("sightings", _i64), ("cameras", _strs),
+            ("merged_into", _str), ("text", _str), vec)),
+        "observations": pa.schema(_fields(
+            ("entity_id", _str), ("camera_id", _str), ("source", _str), ("segment_index", _i64),
+            ("t_start", _f64), ("t_end", _f64), ("wall_start", _f64), ("text", _str),
+            ("keyframe_ids", _strs), ("confidence", _f64), vec)),
+        "traces": pa.schema(_fields(
+            ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t_start", _f64),
+            ("t_end", _f64), ("wall_start", _f64), ("summary", _str), ("entity_ids", _strs),
+            ("objects", _strs), ("ocr_text", _str), ("transcript", _str), ("quotes", _strs),
+            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec)),
+        "schemas": pa.schema(_fields(
+            ("camera_id", _str), ("source", _str), ("t_start", _f64), ("t_end", _f64),
+            ("wall_start", _f64), ("wall_end", _f64), ("title", _str), ("text", _str),
+            ("trace_ids", _strs), ("entity_ids", _strs), ("updated_at", _f64), vec)),
+        "facts": pa.schema(_fields(
+            ("entity_ids", _strs), ("text", _str), ("kind", _str), ("importance", _f64),
+            ("evidence_ids", _strs), ("status", _str), ("superseded_by", _str), ("created_at", _f64),
+            vec)),
+        "camera_context": pa.schema(_fields(
+            ("camera_id", _str), ("scene_type", _str), ("routines", _strs), ("anomaly_baseline", _str),
+            ("revision", _i64), ("updated_at", _f64))),
+        "rules": pa.schema(_fields(
+            ("text", _str), ("conditions_json", _str), ("camera_ids", _strs), ("severity", _str),
+            ("cooldown_s", _f64), ("enabled", pa.bool_()), ("created_at", _f64))),
+        "notifications": pa.schema(_fields(
+            ("rule_id", _str), ("trace_id", _str), ("camera_id", _str), ("decision", _str),
+            ("reason", _str), ("channels_json", _str), ("created_at", _f64))),
+        "gallery_face": pa.schema(_fields(
+            ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
+            ("keyframe_id", _str), ("created_at", _f64))),
+        "gallery_body": pa.schema(_fields(
+            ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
+            ("keyframe_id", _str), ("created_at", _f64))),
+        "keyframes": pa.schema(_fields(
+            ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t", _f64),
+            ("wall_time", _f64), ("quality", _f64), ("width", _i64), ("height", _i64),
+            ("entity_ids", _strs), ("jpeg", pa.binary()))),
+        "ingest_log": pa.schema(_fields(
+            ("source", _str), ("camera_id", _str), ("last_segment_index", _i64), ("last_t_end", _f64),
+            ("done", pa.bool_()), ("source_size", _i64), ("source_mtime", _f64), ("updated_at", _f64))),
+    }

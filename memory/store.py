@@ -1,0 +1,518 @@
+"""The memory store: one class over an embedded (or object-store) LanceDB database.
+
+Design:
+
+* **Typed tables** (``memory/schema.py``) created by ordered migrations (``memory/migrations.py``);
+  a ``meta`` table records the schema version and the embedder that built the vectors. Opening
+  with an embedder of another dimension raises :class:`DimensionMismatchError`.
+* **Idempotent writes.** Every row has a deterministic id and is written with ``merge_insert``
+  on ``(user_id, id)``. :meth:`MemoryStore.write_segment` commits a whole segment (trace,
+  observations, entities, gallery slots, key frames) and writes ``ingest_log`` *last*, so a crash
+  part-way re-runs that segment and produces the same rows.
+* **Search** (``memory/search.py``): vector (cosine), full-text (BM25) and hybrid (RRF) per level,
+  with user/camera/entity/time filters built as SQL. The store embeds the query with the same
+  embedder as the rows.
+* **Multi-process.** The connection uses ``read_consistency_interval=0`` so that a server and an
+  ingest process each see the other's commits.
+* Records leave the store as pydantic models or plain dicts without ``vector`` (and without
+  ``jpeg`` except through :meth:`MemoryStore.keyframes`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS, IvfPq
+from lancedb.rerankers import RRFReranker
+
+from .embedders import Embedder
+from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
+from .migrations import MigrationContext, apply_migrations
+from .models import (
+    ID_PREFIXES,
+    Chapter,
+    Entity,
+    EntityKind,
+    Fact,
+    GalleryFace,
+    GetResult,
+    IngestState,
+    Keyframe,
+    Level,
+    Observation,
+    SearchHit,
+    SegmentWrite,
+    Trace,
+    stable_id,
+)
+from .schema import META_TABLE, SEARCHABLE, meta_schema, table_schemas
+from .search import HYBRID_RRF, SearchMode, build_where, rrf_merge, sql_in, sql_literal
+
+logger = logging.getLogger(__name__)
+
+#: write operations between two ``optimize()`` passes over the tables written.
+OPTIMIZE_EVERY = 50
+
+_ENTITY_HINT = "call entity_list or memory_search to find entity ids"
+_HIDDEN = ("vector", "user_id")
+
+
+def trace_text(trace: Trace) -> str:
+    """The searchable text of a trace: summary, quotes, transcript, OCR and objects."""
+    parts = [trace.summary]
+    parts += [f'"{q}"' for q in trace.quotes]
+    if trace.transcript:
+        parts.append(trace.transcript)
+    if trace.ocr_text:
+        parts.append(trace.ocr_text)
+    if trace.objects:
+        parts.append("objects: " + ", ".join(trace.objects))
+    return "\n".join(p for p in parts if p)
+
+
+def entity_text(entity: Entity) -> str:
+    """The searchable text of an entity: id, names and description."""
+    names = [n for n in [entity.name, *entity.aliases] if n]
+    return " ".join([entity.id, entity.kind, *names, entity.description]).strip()
+
+
+def _model_from_row(model: type, row: dict[str, Any]) -> Any:
+    return model.model_validate({k: row[k] for k in model.model_fields if k in row})
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in _HIDDEN and k != "jpeg" and not k.startswith("_")}
+
+
+class MemoryStore:
+    """Long-term memory of one user over LanceDB. See the module docstring for the design."""
+
+    def __init__(self, uri: str, embedder: Embedder, user_id: str = "default") -> None:
+        self.uri = str(uri)
+        self.embedder = embedder
+        self.user_id = user_id
+        self._db: lancedb.DBConnection | None = None
+        self._tables: dict[str, lancedb.table.Table] = {}
+        self._writes_since_optimize = 0
+        self._dirty: set[str] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> MemoryStore:
+        """Connect, create missing tables, check the embedding dimension, apply migrations."""
+        if self._db is not None:
+            return self
+        if "://" not in self.uri:
+            Path(self.uri).expanduser().mkdir(parents=True, exist_ok=True)
+        db = lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0))
+        existing = set(db.list_tables().tables)
+        meta = db.create_table(META_TABLE, schema=meta_schema(), exist_ok=True)
+        values = {r["key"]: r["value"] for r in meta.search().limit(None).to_list()}
+        self._check_dim(db, existing, values)
+        self._db = db
+
+        def record(version: int) -> None:
+            self._set_meta(meta, {"schema_version": str(version)})
+
+        version = apply_migrations(MigrationContext(db, self.embedder.dim), int(values.get("schema_version", 0)),
+                                   record)
+        if "embedding_dim" not in values:
+            self._set_meta(meta, {"embedding_dim": str(self.embedder.dim), "embedding_name": self.embedder.name})
+        elif values.get("embedding_name") != self.embedder.name:
+            logger.warning("memory store at %s was embedded with %r, now opened with %r (same %d-d); "
+                           "search quality suffers until it is re-embedded", self.uri,
+                           values.get("embedding_name"), self.embedder.name, self.embedder.dim)
+        self._tables = {name: db.open_table(name) for name in table_schemas(self.embedder.dim)}
+        for name in SEARCHABLE:
+            self._ensure_fts(self._tables[name])
+        logger.info("opened memory store %s (schema v%d, %s %d-d, user %s)", self.uri, version,
+                    self.embedder.name, self.embedder.dim, self.user_id)
+        return self
+
+    def close(self) -> None:
+        """Fold pending writes into the indices and drop the connection."""
+        if self._db is None:
+            return
+        if self._dirty:
+            self.optimize()
+        self._tables = {}
+        self._db = None
+
+    def __enter__(self) -> MemoryStore:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_dim(self, db: lancedb.DBConnection, existing: set[str], values: dict[str, str]) -> None:
+        stored: int | None = int(values["embedding_dim"]) if "embedding_dim" in values else None
+        if stored is None and "traces" in existing:
+            stored = db.open_table("traces").schema.field("vector").type.list_size
+        if stored is not None and stored != self.embedder.dim:
+            raise DimensionMismatchError(stored, self.embedder.dim, self.embedder.name, values.get("embedding_name"))
+
+    @staticmethod
+    def _set_meta(meta: lancedb.table.Table, values: dict[str, str]) -> None:
+        now = time.time()
+        rows = pa.Table.from_pylist([{"key": k, "value": v, "updated_at": now} for k, v in values.items()],
+                                    schema=meta_schema())
+        meta.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(rows)
+
+    @staticmethod
+    def _ensure_fts(table: lancedb.table.Table) -> None:
+        if not any(idx.index_type == "FTS" for idx in table.list_indices()):
+            table.create_index("text", config=FTS(), replace=True)
+
+    def _table(self, name: str) -> lancedb.table.Table:
+        if self._db is None:
+            raise MemoryStoreError("the memory store is not open; call MemoryStore.open() or use `with store:`")
+        return self._tables[name]
+
+    def optimize(self) -> None:
+        """Compact the tables written since the last pass and fold new rows into their indices."""
+        for name in sorted(self._dirty):
+            try:
+                self._table(name).optimize()
+            except Exception:  # optimisation is best effort; a concurrent writer may win
+                logger.exception("optimize of table %s failed", name)
+        self._dirty.clear()
+        self._writes_since_optimize = 0
+
+    # ------------------------------------------------------------------ low-level writes
+
+    def _rows(self, name: str, records: Sequence[dict[str, Any]]) -> pa.Table:
+        schema = self._table(name).schema
+        return pa.Table.from_pylist([{**r, "user_id": self.user_id} for r in records], schema=schema)
+
+    def _upsert(self, name: str, records: Sequence[dict[str, Any]]) -> None:
+        if not records:
+            return
+        table = self._table(name)
+        (table.merge_insert(["user_id", "id"]).when_matched_update_all().when_not_matched_insert_all()
+         .execute(self._rows(name, records)))
+        self._written(name)
+
+    def _written(self, name: str) -> None:
+        self._dirty.add(name)
+        self._writes_since_optimize += 1
+        if self._writes_since_optimize >= OPTIMIZE_EVERY:
+            self.optimize()
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vectors = self.embedder.embed(texts)
+        if vectors.shape != (len(texts), self.embedder.dim):
+            raise MemoryStoreError(f"embedder {self.embedder.name!r} returned shape {vectors.shape}, "
+                                   f"expected ({len(texts)}, {self.embedder.dim})")
+        return vectors
+
+    def bulk_append(self, name: str, rows: pa.Table) -> None:
+        """Append pre-built Arrow rows (with ``vector``) to table ``name``; for benchmarks and imports."""
+        self._table(name).add(rows)
+        self._written(name)
+
+    def create_vector_index(self, level: str = "traces", num_partitions: int | None = None,
+                            num_sub_vectors: int | None = None) -> None:
+        """Build an IVF_PQ cosine index on ``level`` (worth it from ~50k rows; searches refine ×10)."""
+        config = IvfPq(distance_type="cosine", num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
+        self._table(level).create_index("vector", config=config, replace=True)
+
+    # ------------------------------------------------------------------ writes
+
+    def write_segment(self, seg: SegmentWrite) -> None:
+        """Commit one segment idempotently; ``ingest_log`` is written last (the resume point)."""
+        texts = [trace_text(seg.trace)] + [o.text for o in seg.observations] + [entity_text(e) for e in seg.entities]
+        vectors = self._embed(texts)
+        n_obs = len(seg.observations)
+        trace_row = {**seg.trace.model_dump(), "text": texts[0], "vector": vectors[0]}
+        obs_rows = [{**o.model_dump(), "vector": vectors[1 + i]} for i, o in enumerate(seg.observations)]
+        ent_rows = [{**e.model_dump(), "text": texts[1 + n_obs + i], "vector": vectors[1 + n_obs + i]}
+                    for i, e in enumerate(seg.entities)]
+
+        self._upsert("traces", [trace_row])
+        self._upsert("observations", obs_rows)
+        self._delete_stale("observations", seg, [o.id for o in seg.observations])
+        self._upsert("entities", ent_rows)
+        self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
+        self._upsert("keyframes", [k.model_dump() for k in seg.keyframes])
+        self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
+
+        previous = self.ingest_state(seg.source)
+        last = seg.segment_index
+        done = False
+        if previous is not None and previous.last_segment_index > last:
+            last, done = previous.last_segment_index, previous.done
+        state = IngestState(source=seg.source, camera_id=seg.camera_id, last_segment_index=last,
+                            last_t_end=max(seg.trace.t_end, previous.last_t_end if previous else 0.0),
+                            done=done, source_size=seg.source_size, source_mtime=seg.source_mtime,
+                            updated_at=time.time())
+        self._write_state(state)
+        logger.debug("wrote segment %s#%d (%d observations, %d keyframes)", seg.source, seg.segment_index,
+                     n_obs, len(seg.keyframes))
+
+    def _delete_stale(self, name: str, seg: SegmentWrite, keep: list[str]) -> None:
+        """Delete rows of this segment that a re-run no longer produces."""
+        where = (f"user_id = {sql_literal(self.user_id)} AND source = {sql_literal(seg.source)} "
+                 f"AND segment_index = {int(seg.segment_index)}")
+        if keep:
+            where += f" AND id NOT IN {sql_in(keep)}"
+        table = self._table(name)
+        if table.count_rows(where):
+            table.delete(where)
+            self._written(name)
+
+    def _write_state(self, state: IngestState) -> None:
+        self._upsert("ingest_log", [{**state.model_dump(), "id": stable_id("ing_", self.user_id, state.source)}])
+
+    def upsert_entity(self, entity: Entity) -> None:
+        """Insert or replace one entity (the caller sends the full updated record)."""
+        text = entity_text(entity)
+        self._upsert("entities", [{**entity.model_dump(), "text": text, "vector": self._embed([text])[0]}])
+
+    def upsert_chapters(self, chapters: Sequence[Chapter]) -> None:
+        """Insert or replace chapters (level ``schemas``)."""
+        vectors = self._embed([c.text for c in chapters]) if chapters else []
+        self._upsert("schemas", [{**c.model_dump(), "vector": v} for c, v in zip(chapters, vectors)])
+
+    def upsert_facts(self, facts: Sequence[Fact]) -> None:
+        """Insert or replace facts (level ``facts``)."""
+        vectors = self._embed([f.text for f in facts]) if facts else []
+        self._upsert("facts", [{**f.model_dump(), "vector": v} for f, v in zip(facts, vectors)])
+
+    def add_gallery_faces(self, faces: Sequence[GalleryFace]) -> None:
+        """Insert or replace face-gallery slots."""
+        self._upsert("gallery_face", [f.model_dump() for f in faces])
+
+    def face_gallery(self) -> list[GalleryFace]:
+        """All face-gallery slots of this user (for identity matching)."""
+        return [_model_from_row(GalleryFace, r) for r in self._scan("gallery_face")]
+
+    def mark_source_done(self, source: str, camera_id: str = "") -> None:
+        """Record that ``source`` was ingested to its end."""
+        state = self.ingest_state(source) or IngestState(source=source, camera_id=camera_id)
+        self._write_state(state.model_copy(update={"done": True, "updated_at": time.time()}))
+
+    def reset_source(self, source: str) -> None:
+        """Delete the traces, observations, key frames and resume point of ``source`` (a changed file).
+
+        Entities, their gallery slots, chapters and facts are kept: they outlive one file.
+        """
+        where = f"user_id = {sql_literal(self.user_id)} AND source = {sql_literal(source)}"
+        for name in ("traces", "observations", "keyframes", "ingest_log"):
+            table = self._table(name)
+            if table.count_rows(where):
+                table.delete(where)
+                self._written(name)
+        logger.info("reset source %s", source)
+
+    # ------------------------------------------------------------------ ingest state
+
+    def ingest_state(self, source: str) -> IngestState | None:
+        """The resume record of ``source``, or None if it was never written."""
+        rows = self._scan("ingest_log", f"source = {sql_literal(source)}", limit=1)
+        return _model_from_row(IngestState, rows[0]) if rows else None
+
+    def resume_point(self, source: str) -> int | None:
+        """The last committed segment index of ``source``, or None when nothing was committed."""
+        state = self.ingest_state(source)
+        if state is None or state.last_segment_index < 0:
+            return None
+        return state.last_segment_index
+
+    # ------------------------------------------------------------------ reads
+
+    def _user_where(self, extra: str | None = None) -> str:
+        where = f"user_id = {sql_literal(self.user_id)}"
+        return f"{where} AND ({extra})" if extra else where
+
+    def _scan(self, name: str, where: str | None = None, limit: int | None = None,
+              columns: list[str] | None = None) -> list[dict[str, Any]]:
+        query = self._table(name).search().where(self._user_where(where)).limit(limit)
+        if columns is not None:
+            query = query.select(columns)
+        return query.to_list()
+
+    def _row(self, name: str, item_id: str) -> dict[str, Any] | None:
+        rows = self._scan(name, f"id = {sql_literal(item_id)}", limit=1)
+        return rows[0] if rows else None
+
+    def search(self, query: str, level: Level | Literal["all"] = "traces", camera: str | None = None,
+               entity: str | Sequence[str] | None = None, start: float | None = None, end: float | None = None,
+               limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0) -> list[SearchHit]:
+        """Search one level (or ``"all"``, fused by RRF) by vector, full text or both.
+
+        Scores: ``1 - cosine distance`` (vector), BM25 (fts), RRF relevance (hybrid and ``"all"``).
+        Filters a level has no column for are ignored for that level (see ``build_where``).
+        """
+        mode = SearchMode(mode)
+        if level != "all" and level not in SEARCHABLE:
+            raise ValueError(f"unknown level {level!r}; use one of {', '.join(SEARCHABLE)} or 'all'")
+        if not query.strip() and mode is not SearchMode.VECTOR:
+            mode = SearchMode.VECTOR
+        vector = self._embed([query])[0] if mode is not SearchMode.FTS else None
+        levels = list(SEARCHABLE) if level == "all" else [level]
+        per_level = {lv: self._search_level(lv, query, vector, mode, build_where(lv, self.user_id, camera, entity,
+                                                                                 start, end), limit + offset)
+                     for lv in levels}
+        if level != "all":
+            return per_level[level][offset:offset + limit]
+        by_id = {h.id: h for hits in per_level.values() for h in hits}
+        fused = rrf_merge([[h.id for h in hits] for hits in per_level.values()], HYBRID_RRF)
+        fused.sort(key=lambda kv: (-kv[1], -by_id[kv[0]].score))  # equal ranks: the better raw score first
+        return [by_id[i].model_copy(update={"score": s}) for i, s in fused[offset:offset + limit]]
+
+    def _search_level(self, level: str, query: str, vector: np.ndarray | None, mode: SearchMode, where: str,
+                      k: int) -> list[SearchHit]:
+        table = self._table(level)
+        if mode is SearchMode.VECTOR:
+            rows = (table.search(vector, vector_column_name="vector").distance_type("cosine").refine_factor(10)
+                    .where(where).limit(k).to_list())
+            scored = [(r, 1.0 - float(r["_distance"])) for r in rows]
+        elif mode is SearchMode.FTS:
+            rows = table.search(query, query_type="fts", fts_columns="text").where(where).limit(k).to_list()
+            scored = [(r, float(r["_score"])) for r in rows]
+        else:
+            rows = (table.search(query_type="hybrid", vector_column_name="vector", fts_columns="text")
+                    .vector(vector).text(query).distance_type("cosine").refine_factor(10).where(where)
+                    .rerank(RRFReranker(K=HYBRID_RRF.k)).limit(k).to_list())
+            scored = [(r, float(r["_relevance_score"])) for r in rows]
+        return [self._hit(level, r, s) for r, s in scored]
+
+    @staticmethod
+    def _hit(level: str, row: dict[str, Any], score: float) -> SearchHit:
+        if level == "entities":
+            entity_ids = [row["id"]]
+        elif level == "observations":
+            entity_ids = [row["entity_id"]]
+        else:
+            entity_ids = list(row.get("entity_ids") or [])
+        return SearchHit(id=row["id"], level=level, text=row.get("text") or "", score=score,
+                         camera_id=row.get("camera_id"), source=row.get("source"), t_start=row.get("t_start"),
+                         t_end=row.get("t_end"), wall_start=row.get("wall_start"), entity_ids=entity_ids,
+                         keyframe_ids=list(row.get("keyframe_ids") or []))
+
+    def get(self, item_id: str, neighbors: int = 2) -> GetResult:
+        """Return an item with its ``neighbors`` time-ordered neighbours each side and linked entities.
+
+        Traces and chapters: neighbours are rows of the same source and camera by ``t_start``.
+        Observations: that entity's observations by wall time. Facts: facts sharing the first entity.
+        Entities: ``after`` holds the entity's latest ``max(neighbors, 1)`` observations, newest first
+        (so ``neighbors=0`` still reaches the entity's latest key frames).
+        """
+        level = next((lv for prefix, lv in ID_PREFIXES.items() if item_id.startswith(prefix)), None)
+        row = self._row(level, item_id) if level else None
+        if row is None:
+            raise NotFoundError(item_id)
+        before: list[dict[str, Any]] = []
+        after: list[dict[str, Any]] = []
+        if level == "entities":
+            after = [_public(r) for r in self._latest_observations(item_id, max(neighbors, 1))]
+            linked: list[str] = []
+        else:
+            if level in ("traces", "schemas"):
+                where = f"source = {sql_literal(row['source'])} AND camera_id = {sql_literal(row['camera_id'])}"
+                before, after = self._neighbours(level, where, row, ("t_start", "id"), neighbors)
+            elif level == "observations":
+                where = f"entity_id = {sql_literal(row['entity_id'])}"
+                before, after = self._neighbours(level, where, row, ("wall_start", "t_start", "id"), neighbors)
+            elif level == "facts" and row["entity_ids"]:
+                where = f"array_has_any(entity_ids, [{sql_literal(row['entity_ids'][0])}])"
+                before, after = self._neighbours(level, where, row, ("created_at", "id"), neighbors)
+            linked = [row["entity_id"]] if level == "observations" else list(row.get("entity_ids") or [])
+        return GetResult(item=_public(row), level=level, before=[_public(r) for r in before],
+                         after=[_public(r) for r in after], entities=self._entities_by_id(linked))
+
+    def _neighbours(self, level: str, where: str, row: dict[str, Any], order: tuple[str, ...],
+                    k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        if k <= 0:
+            return [], []
+        keys = self._scan(level, where, columns=list(dict.fromkeys(["id", *order])))
+        keys.sort(key=lambda r: tuple(r[c] for c in order))
+        pos = next(i for i, r in enumerate(keys) if r["id"] == row["id"])
+        wanted_before = [r["id"] for r in keys[max(0, pos - k):pos]]
+        wanted_after = [r["id"] for r in keys[pos + 1:pos + 1 + k]]
+        fetched = self._rows_by_id(level, wanted_before + wanted_after)
+        return [fetched[i] for i in wanted_before if i in fetched], [fetched[i] for i in wanted_after if i in fetched]
+
+    def _rows_by_id(self, level: str, ids: Sequence[str], columns: list[str] | None = None) -> dict[str, dict]:
+        if not ids:
+            return {}
+        return {r["id"]: r for r in self._scan(level, f"id IN {sql_in(ids)}", columns=columns)}
+
+    def _entities_by_id(self, ids: Sequence[str]) -> list[Entity]:
+        rows = self._rows_by_id("entities", list(dict.fromkeys(ids)))
+        return [_model_from_row(Entity, rows[i]) for i in dict.fromkeys(ids) if i in rows]
+
+    def _latest_observations(self, entity_id: str, limit: int | None) -> list[dict[str, Any]]:
+        rows = self._scan("observations", f"entity_id = {sql_literal(entity_id)}")
+        rows.sort(key=lambda r: (r["wall_start"], r["t_start"], r["id"]), reverse=True)
+        return rows[:limit] if limit is not None else rows
+
+    def keyframes(self, ids: Sequence[str]) -> list[Keyframe]:
+        """Key frames (with JPEG bytes) in the order of ``ids``; unknown ids are skipped."""
+        rows = self._rows_by_id("keyframes", list(ids))
+        return [_model_from_row(Keyframe, rows[i]) for i in ids if i in rows]
+
+    def list_entities(self, kind: EntityKind | None = None, limit: int = 50, offset: int = 0) -> list[Entity]:
+        """Entities (not merged into another) ordered by id."""
+        where = "merged_into IS NULL" + (f" AND kind = {sql_literal(kind)}" if kind else "")
+        cols = [c for c in Entity.model_fields]
+        rows = sorted(self._scan("entities", where, columns=cols), key=lambda r: r["id"])
+        return [_model_from_row(Entity, r) for r in rows[offset:offset + limit]]
+
+    def count_entities(self, kind: EntityKind | None = None) -> int:
+        """How many entities (not merged into another) ``list_entities`` can page through."""
+        where = "merged_into IS NULL" + (f" AND kind = {sql_literal(kind)}" if kind else "")
+        return self._table("entities").count_rows(self._user_where(where))
+
+    def get_entity(self, entity_id: str) -> Entity:
+        """The entity ``entity_id`` (following ``merged_into``); raises NotFoundError."""
+        seen: set[str] = set()
+        current = entity_id
+        while True:
+            row = self._row("entities", current)
+            if row is None:
+                raise NotFoundError(entity_id if current == entity_id else current, _ENTITY_HINT)
+            seen.add(current)
+            target = row.get("merged_into")
+            if not target or target in seen:
+                return _model_from_row(Entity, row)
+            current = target
+
+    def entity_observations(self, entity_id: str, limit: int = 20) -> list[Observation]:
+        """The entity's observations, newest (wall time) first."""
+        self.get_entity(entity_id)  # raises NotFoundError for unknown ids
+        return [_model_from_row(Observation, r) for r in self._latest_observations(entity_id, limit)]
+
+    def timeline(self, source: str | None = None, camera: str | None = None, limit: int = 100,
+                 offset: int = 0) -> list[Trace]:
+        """Traces ordered by (source, t_start), optionally of one source and/or camera."""
+        clauses = []
+        if source is not None:
+            clauses.append(f"source = {sql_literal(source)}")
+        if camera is not None:
+            clauses.append(f"camera_id = {sql_literal(camera)}")
+        cols = list(Trace.model_fields)
+        rows = self._scan("traces", " AND ".join(clauses) or None, columns=cols)
+        rows.sort(key=lambda r: (r["source"], r["t_start"], r["id"]))
+        return [_model_from_row(Trace, r) for r in rows[offset:offset + limit]]
+
+    def counts(self) -> dict[str, int]:
+        """Row count of every data table, for this user."""
+        where = self._user_where()
+        return {name: self._table(name).count_rows(where) for name in table_schemas(self.embedder.dim)}
+
+    def next_entity_id(self, kind: EntityKind) -> str:
+        """The next free id of ``kind``: ``person_0001``, ``person_0002``, …"""
+        pattern = re.compile(rf"^{kind}_(\d+)$")
+        rows = self._scan("entities", f"kind = {sql_literal(kind)}", columns=["id"])
+        numbers = [int(m.group(1)) for r in rows if (m := pattern.match(r["id"]))]
+        return f"{kind}_{max(numbers, default=0) + 1:04d}"

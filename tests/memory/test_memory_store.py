@@ -1,0 +1,204 @@
+"""MemoryStore writes, opening rules, resume points and listings against a real LanceDB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memory_fixtures import CAMERA, PERSONS, SOURCE, make_segment, populate
+from memory import (
+    DimensionMismatchError,
+    Entity,
+    GalleryFace,
+    HashEmbedder,
+    MemoryStore,
+    MemoryStoreError,
+    NotFoundError,
+    SchemaVersionError,
+)
+from memory.schema import META_TABLE, SCHEMA_VERSION
+
+
+def ids(store: MemoryStore, table: str) -> set[str]:
+    return {r["id"] for r in store._scan(table, columns=["id"])}
+
+
+def test_opening_creates_every_table_and_records_version_and_embedder(store_path: Path) -> None:
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        counts = store.counts()
+        meta = {r["key"]: r["value"] for r in store._db.open_table(META_TABLE).search().limit(None).to_list()}
+    assert set(counts) == {"entities", "observations", "traces", "schemas", "facts", "camera_context", "rules",
+                           "notifications", "gallery_face", "gallery_body", "keyframes", "ingest_log"}
+    assert all(n == 0 for n in counts.values())
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "embedding_dim": "64", "embedding_name": "hash-64"}
+
+
+def test_reopening_with_an_embedder_of_another_dim_names_both_dims_and_the_fix(store_path: Path) -> None:
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        store.write_segment(make_segment(0))
+    with pytest.raises(DimensionMismatchError) as err:
+        MemoryStore(str(store_path), HashEmbedder(32)).open()
+    message = str(err.value)
+    assert "64" in message and "32" in message and "memory.uri" in message
+
+
+def test_a_store_from_a_newer_schema_version_is_refused(store_path: Path) -> None:
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        MemoryStore._set_meta(store._db.open_table(META_TABLE), {"schema_version": "99"})
+    with pytest.raises(SchemaVersionError, match="99"):
+        MemoryStore(str(store_path), HashEmbedder(64)).open()
+
+
+def test_using_a_closed_store_says_how_to_open_it(store_path: Path) -> None:
+    with pytest.raises(MemoryStoreError, match="open"):
+        MemoryStore(str(store_path), HashEmbedder(64)).counts()
+
+
+def test_writing_the_same_segments_twice_leaves_identical_rows(store: MemoryStore) -> None:
+    populate(store)
+    first_counts = store.counts()
+    first_ids = {t: ids(store, t) for t in ("traces", "observations", "entities", "keyframes")}
+    populate(store)
+    assert store.counts() == first_counts
+    assert {t: ids(store, t) for t in first_ids} == first_ids
+    assert first_counts["traces"] == 6 and first_counts["observations"] == 6 and first_counts["entities"] == 2
+
+
+def test_a_rewritten_segment_drops_observations_it_no_longer_produces(store: MemoryStore) -> None:
+    store.write_segment(make_segment(0, entity_ids=["person_0001", "person_0002"]))
+    store.write_segment(make_segment(0, entity_ids=["person_0001"]))
+    rows = store._scan("observations", columns=["entity_id"])
+    assert [r["entity_id"] for r in rows] == ["person_0001"]
+
+
+def test_resume_point_is_the_last_committed_segment(store: MemoryStore) -> None:
+    assert store.resume_point(SOURCE) is None
+    store.write_segment(make_segment(0))
+    store.write_segment(make_segment(1))
+    assert store.resume_point(SOURCE) == 1
+    state = store.ingest_state(SOURCE)
+    assert state is not None
+    assert (state.camera_id, state.last_t_end, state.source_size, state.done) == (CAMERA, 20.0, 1234, False)
+    store.write_segment(make_segment(0))  # a re-run of an earlier segment does not move the point back
+    assert store.resume_point(SOURCE) == 1
+    store.mark_source_done(SOURCE)
+    assert store.ingest_state(SOURCE).done is True
+
+
+def test_a_crash_before_the_ingest_log_leaves_the_segment_to_be_rerun(store: MemoryStore,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    store.write_segment(make_segment(0))
+    original = store._upsert
+
+    def crash_on_keyframes(name: str, records: list) -> None:
+        if name == "keyframes":
+            raise OSError("disk full")
+        original(name, records)
+
+    monkeypatch.setattr(store, "_upsert", crash_on_keyframes)
+    with pytest.raises(OSError):
+        store.write_segment(make_segment(1))
+    assert store.resume_point(SOURCE) == 0
+    monkeypatch.undo()
+    store.write_segment(make_segment(1))
+    assert store.resume_point(SOURCE) == 1
+    assert store.counts()["traces"] == 2 and store.counts()["keyframes"] == 2
+
+
+def test_reset_source_deletes_its_rows_but_keeps_entities_and_other_sources(filled: MemoryStore) -> None:
+    filled.write_segment(make_segment(0, source="/videos/other.mp4"))
+    filled.reset_source(SOURCE)
+    counts = filled.counts()
+    assert (counts["traces"], counts["observations"], counts["keyframes"], counts["entities"]) == (1, 0, 1, 2)
+    assert filled.resume_point(SOURCE) is None
+    assert filled.resume_point("/videos/other.mp4") == 0
+
+
+def test_mark_source_done_works_for_a_source_without_segments(store: MemoryStore) -> None:
+    store.mark_source_done("/videos/empty.mp4", camera_id="garage")
+    state = store.ingest_state("/videos/empty.mp4")
+    assert state is not None and state.done and state.last_segment_index == -1
+    assert store.resume_point("/videos/empty.mp4") is None
+
+
+def test_keyframes_come_back_with_their_jpeg_bytes_in_the_requested_order(filled: MemoryStore) -> None:
+    traces = filled.timeline()
+    wanted = [traces[3].keyframe_ids[0], "kf_unknown", traces[1].keyframe_ids[0]]
+    frames = filled.keyframes(wanted)
+    assert [f.id for f in frames] == [wanted[0], wanted[2]]
+    assert frames[0].jpeg == b"\xff\xd8fake-jpeg-3"
+
+
+def test_face_gallery_returns_upserted_slots(store: MemoryStore) -> None:
+    faces = [GalleryFace(id=f"gf_{i}", entity_id="person_0001", embedding=[0.5] * 128, quality=0.8) for i in range(3)]
+    store.add_gallery_faces(faces)
+    store.add_gallery_faces(faces[:1])
+    gallery = sorted(store.face_gallery(), key=lambda f: f.id)
+    assert [f.id for f in gallery] == ["gf_0", "gf_1", "gf_2"]
+    assert gallery[0].embedding == pytest.approx([0.5] * 128)
+
+
+def test_entities_list_get_follow_merges_and_number_new_ids(filled: MemoryStore) -> None:
+    assert [e.id for e in filled.list_entities()] == ["person_0001", "person_0002"]
+    assert [e.id for e in filled.list_entities(limit=1, offset=1)] == ["person_0002"]
+    assert filled.list_entities(kind="object") == []
+    assert (filled.count_entities(), filled.count_entities(kind="object")) == (2, 0)
+    assert filled.next_entity_id("person") == "person_0003"
+    assert filled.next_entity_id("object") == "object_0001"
+    filled.upsert_entity(Entity(id="person_0003", kind="person", merged_into="person_0001"))
+    assert filled.get_entity("person_0003").id == "person_0001"
+    assert [e.id for e in filled.list_entities()] == ["person_0001", "person_0002"]
+    assert filled.count_entities() == 2
+    assert filled.get_entity("person_0002").name == "Bob"
+
+
+def test_entity_observations_are_newest_first(filled: MemoryStore) -> None:
+    obs = filled.entity_observations("person_0001", limit=2)
+    assert [o.segment_index for o in obs] == [5, 1]
+
+
+def test_unknown_entity_raises_not_found_naming_the_id_and_the_listing_tool(filled: MemoryStore) -> None:
+    with pytest.raises(NotFoundError) as err:
+        filled.get_entity("person_0099")
+    assert "person_0099" in str(err.value) and "entity_list" in str(err.value)
+
+
+def test_timeline_orders_traces_by_source_then_time(filled: MemoryStore) -> None:
+    filled.write_segment(make_segment(0, source="/videos/a.mp4", camera="garage"))
+    timeline = filled.timeline()
+    assert [(t.source, t.segment_index) for t in timeline][:2] == [("/videos/a.mp4", 0), (SOURCE, 0)]
+    assert [t.segment_index for t in filled.timeline(source=SOURCE, limit=2, offset=3)] == [3, 4]
+    assert [t.camera_id for t in filled.timeline(camera="garage")] == ["garage"]
+
+
+def test_users_do_not_see_each_others_rows(store_path: Path) -> None:
+    with MemoryStore(str(store_path), HashEmbedder(64), user_id="alice") as alice:
+        alice.write_segment(make_segment(0, user="alice"))
+        alice.upsert_entity(PERSONS["person_0001"])
+    with MemoryStore(str(store_path), HashEmbedder(64), user_id="bob") as bob:
+        assert bob.counts()["traces"] == 0
+        assert bob.search("kettle", mode="fts") == []
+        assert bob.next_entity_id("person") == "person_0001"
+        bob.upsert_entity(Entity(id="person_0001", kind="person", name="Robert"))
+    with MemoryStore(str(store_path), HashEmbedder(64), user_id="alice") as alice:
+        assert alice.get_entity("person_0001").name == "Alice"
+
+
+def test_a_second_handle_sees_commits_of_the_first_without_reopening(store_path: Path) -> None:
+    with MemoryStore(str(store_path), HashEmbedder(64)) as writer, \
+            MemoryStore(str(store_path), HashEmbedder(64)) as reader:
+        assert reader.resume_point(SOURCE) is None
+        writer.write_segment(make_segment(0))
+        assert reader.resume_point(SOURCE) == 0
+        assert [h.id for h in reader.search("kettle", mode="fts")] == [make_segment(0).trace.id]
+
+
+def test_every_table_carries_user_id_and_searchable_ones_text_and_a_vector_of_the_embedder_dim() -> None:
+    from memory.schema import SEARCHABLE, table_schemas
+
+    schemas = table_schemas(48)
+    assert all("user_id" in s.names and "id" in s.names for s in schemas.values())
+    for level in SEARCHABLE:
+        assert "text" in schemas[level].names
+        assert schemas[level].field("vector").type.list_size == 48
