@@ -1,0 +1,119 @@
+"""The `reflectworld` command line, run as a real process."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.conftest import CLIP, write_manifest
+from tests.plugin.test_transports import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*cli(), *args], capture_output=True, text=True, env=env, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def make_long_clip(path: Path, scenes: int = 24, scene_s: float = 1.5, fps: int = 10) -> Path:
+    """A clip of ``scenes`` visually distinct shots (one segment each)."""
+    rng = np.random.default_rng(7)
+    with av.open(str(path), mode="w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        stream.options = {"preset": "ultrafast"}
+        n = 0
+        for scene in range(scenes):
+            base = np.zeros((240, 320, 3), np.uint8)
+            base[:] = rng.integers(0, 255, 3, dtype=np.uint8)
+            base[40 * (scene % 5):40 * (scene % 5) + 60, :, :] = 255 - base[0, 0]
+            for _ in range(int(scene_s * fps)):
+                frame = av.VideoFrame.from_ndarray(base, format="bgr24")
+                frame.pts, frame.time_base = n, Fraction(1, fps)
+                n += 1
+                for packet in stream.encode(frame):
+                    out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def test_validate_accepts_the_example_and_lists_problems_of_a_bad_manifest(clean_env: dict[str, str],
+                                                                           tmp_path: Path) -> None:
+    good = run("validate", str(ROOT / "manifests" / "example.yaml"), env=clean_env)
+    assert good.returncode == 0 and "valid" in good.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("memory:\n  urii: /x\nperception:\n  sample_fps: -2\n")
+    result = run("validate", str(bad), env=clean_env)
+    assert result.returncode == 2
+    assert "memory.urii: unknown key — did you mean 'uri'?" in result.stderr
+    assert "perception.sample_fps" in result.stderr and "2 problem(s)" in result.stderr
+
+
+def test_ingest_reports_progress_on_stderr_and_a_rerun_writes_nothing_new(clean_env: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, log_level="INFO")
+    clip = tmp_path / "stage.mp4"
+    shutil.copy(CLIP, clip)
+    first = run("ingest", str(clip), "--manifest", str(manifest), env=clean_env)
+    assert first.returncode == 0, first.stderr
+    assert "ingest stage.mp4:" in first.stderr and "(100%)" in first.stderr
+    assert "complete; 4 segment(s) written, 0 already in memory" in first.stdout
+    again = run("ingest", str(clip), "--manifest", str(manifest), env=clean_env)
+    assert again.returncode == 0
+    assert "complete; 0 segment(s) written, 4 already in memory" in again.stdout
+
+
+def test_ctrl_c_stops_between_segments_and_the_rerun_resumes_without_duplicates(clean_env: dict[str, str],
+                                                                                tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, log_level="INFO")
+    clip = make_long_clip(tmp_path / "long.mp4")
+    proc = subprocess.Popen([*cli(), "ingest", str(clip), "--manifest", str(manifest)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=clean_env, stdin=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "ingest long.mp4:" in line:  # the first segment is committed: interrupt now
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted — run the same command again to resume" in out
+    written_first = int(out.split("; ")[1].split()[0])
+    assert 1 <= written_first < 24
+
+    rerun = run("ingest", str(clip), "--manifest", str(manifest), env=clean_env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{24 - written_first} segment(s) written, {written_first} already in memory" in rerun.stdout
+
+    from plugin.manifest import load_manifest
+    from plugin.server import open_store
+
+    store = open_store(load_manifest(manifest))
+    try:
+        traces = store.timeline(limit=100)
+    finally:
+        store.close()
+    assert len(traces) == 24 == len({t.id for t in traces})
+    assert [t.segment_index for t in traces] == list(range(24))
+
+
+@pytest.mark.slow
+def test_demo_runs_on_the_embedded_default_with_no_key(clean_env: dict[str, str], tmp_path: Path) -> None:
+    env = {k: v for k, v in clean_env.items() if "API_KEY" not in k}
+    env["REFLECTWORLD_DATA_DIR"] = str(tmp_path / "data")
+    result = run("demo", env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Timeline (4 new, 0 already remembered)" in out
+    assert out.count("trc_") >= 4 + 2  # four timeline rows plus search hits
+    assert "person_0001: person, seen in 2 segment(s)" in out  # the performer, before and after the cut
+    assert "Search: 'close-up of a person'" in out and "Search: 'wide shot with several people'" in out
+    assert (tmp_path / "data" / "demo" / "lancedb").is_dir()
