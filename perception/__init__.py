@@ -5,6 +5,7 @@ Public API (blocking code; run it in a worker thread from async code):
 * :func:`ingest_file` with :class:`IngestSettings` → :class:`IngestReport`
 * :func:`probe` → :class:`MediaInfo`, :func:`iter_frames` → :class:`Frame`
 * :class:`Segmenter` / :class:`Segment`, :func:`select_keyframes`, :func:`encode_jpeg`
+* :class:`SegmentAnalyzer`: one segment → one idempotent `SegmentWrite` (shared by every driver)
 * :class:`FaceDetector`, :class:`FaceEmbedder`, :class:`IdentityResolver`, :class:`LocalDescriber`
 * errors: :class:`PerceptionError`, :class:`MediaError`
 """
@@ -13,6 +14,7 @@ from perception.describe import LocalDescriber
 from perception.errors import MediaError, PerceptionError
 from perception.faces import FaceDetection, FaceDetector, FaceEmbedder
 from perception.identity import IdentityResolver
+from perception.pipeline import SegmentAnalyzer
 from perception.ingest import IngestReport, IngestSettings, ingest_file
 from perception.keyframes import encode_jpeg, quality, select_keyframes
 from perception.segment import Segment, Segmenter
@@ -31,6 +33,7 @@ __all__ = [
     "MediaInfo",
     "PerceptionError",
     "Segment",
+    "SegmentAnalyzer",
     "Segmenter",
     "encode_jpeg",
     "ingest_file",
