@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from memory.models import SegmentWrite
 from perception.faces import FaceDetector, FaceEmbedder
 from perception.identity import IdentityResolver
 from perception.pipeline import AnalysisStore, IngestSettings, SegmentAnalyzer
@@ -70,6 +71,7 @@ def ingest_file(
     settings: IngestSettings | None = None,
     camera_id: str | None = None,
     progress: ProgressCallback | None = None,
+    on_commit: Callable[[SegmentWrite], None] | None = None,
     stop: threading.Event | None = None,
     detector: FaceDetector | None = None,
     embedder: FaceEmbedder | None = None,
@@ -82,6 +84,8 @@ def ingest_file(
         settings: ingestion parameters (defaults when ``None``).
         camera_id: camera label of every row; defaults to the file stem.
         progress: called as ``progress(done_s, total_s, segments_done)`` after each segment.
+        on_commit: called with each segment's write once it is committed (rules, consolidation…);
+            it runs on the ingest thread, so it must be quick or hand work off.
         stop: when set, ingestion stops cleanly before the next segment.
         detector, embedder: face models to reuse across calls (created lazily otherwise).
 
@@ -141,7 +145,10 @@ def ingest_file(
             if stop is not None and stop.is_set():
                 interrupted = True
                 break
-            store.write_segment(run.analyse(segment))
+            write = run.analyse(segment)
+            store.write_segment(write)
+            if on_commit is not None:
+                on_commit(write)
             written += 1
             if progress is not None:
                 progress(max(0.0, segment.t_end - info.start_s), info.duration_s, segment.index + 1)

@@ -229,6 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "fts"])
     p.add_argument("--limit", type=int, default=10)
     p.set_defaults(func=cmd_search)
+
+    from plugin.evals import add_eval_parsers
+
+    p = sub.add_parser("eval", help="evaluation commands (re-identification, speech, rules, QA)")
+    add_eval_parsers(p.add_subparsers(dest="eval_command", required=True))
     return parser
 
 
