@@ -234,12 +234,13 @@ class MemoryStore:
         n_obs = len(seg.observations)
         trace_row = {**seg.trace.model_dump(), "text": texts[0], "vector": vectors[0]}
         obs_rows = [{**o.model_dump(), "vector": vectors[1 + i]} for i, o in enumerate(seg.observations)]
-        ent_rows = [{**e.model_dump(), "text": texts[1 + n_obs + i], "vector": vectors[1 + n_obs + i]}
-                    for i, e in enumerate(seg.entities)]
-
         self._upsert("traces", [trace_row])
         self._upsert("observations", obs_rows)
         self._delete_stale("observations", seg, [o.id for o in seg.observations])
+        # Sightings are counted from the observations just written, not carried forward by the
+        # caller, so re-running a segment after a crash can never count it twice.
+        ent_rows = [{**e.model_dump(), "sightings": self._sightings(e.id), "text": texts[1 + n_obs + i],
+                     "vector": vectors[1 + n_obs + i]} for i, e in enumerate(seg.entities)]
         self._upsert("entities", ent_rows)
         self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
         self._upsert("keyframes", [k.model_dump() for k in seg.keyframes])
@@ -257,6 +258,10 @@ class MemoryStore:
         self._write_state(state)
         logger.debug("wrote segment %s#%d (%d observations, %d keyframes)", seg.source, seg.segment_index,
                      n_obs, len(seg.keyframes))
+
+    def _sightings(self, entity_id: str) -> int:
+        """Segments in which ``entity_id`` has an observation."""
+        return self._table("observations").count_rows(self._user_where(f"entity_id = {sql_literal(entity_id)}"))
 
     def _delete_stale(self, name: str, seg: SegmentWrite, keep: list[str]) -> None:
         """Delete rows of this segment that a re-run no longer produces."""

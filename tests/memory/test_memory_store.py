@@ -202,3 +202,15 @@ def test_every_table_carries_user_id_and_searchable_ones_text_and_a_vector_of_th
     for level in SEARCHABLE:
         assert "text" in schemas[level].names
         assert schemas[level].field("vector").type.list_size == 48
+
+
+def test_rewriting_a_segment_after_a_crash_never_counts_a_sighting_twice(store: MemoryStore) -> None:
+    alice = Entity(id="person_0001", kind="person", sightings=1)
+    first = make_segment(0, entity_ids=["person_0001"]).model_copy(update={"entities": [alice]})
+    store.write_segment(first)
+    # The re-run after a crash computes its counters from the first attempt's entity row.
+    again = first.model_copy(update={"entities": [alice.model_copy(update={"sightings": 2})]})
+    store.write_segment(again)
+    assert store.get_entity("person_0001").sightings == 1
+    store.write_segment(make_segment(1, entity_ids=["person_0001"]).model_copy(update={"entities": [alice]}))
+    assert store.get_entity("person_0001").sightings == 2
