@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import lancedb
+import pyarrow as pa
 
 from .errors import SchemaVersionError
-from .schema import table_schemas
+from .schema import CAMERA_CONTEXT_V4_COLUMNS, FACT_V4_COLUMNS, NOTIFICATION_V2_COLUMNS, table_schemas
 
 logger = logging.getLogger(__name__)
 
@@ -69,3 +70,29 @@ def create_tables(ctx: MigrationContext) -> None:
     """Create every table of DESIGN §4 (idempotent: existing tables are kept)."""
     for name, schema in table_schemas(ctx.dim).items():
         ctx.db.create_table(name, schema=schema, exist_ok=True)
+
+
+@migration(2)
+def procedural_memory(ctx: MigrationContext) -> None:
+    """Add entity/severity/message/key-frame/cursor/payload columns to ``notifications``."""
+    table = ctx.db.open_table("notifications")
+    missing = [pa.field(name, kind) for name, kind in NOTIFICATION_V2_COLUMNS if name not in table.schema.names]
+    if missing:
+        table.add_columns(pa.schema(missing))
+
+
+@migration(3)
+def identity_decisions(ctx: MigrationContext) -> None:
+    """Add the ``identity_decisions`` table (why an entity got each sighting; issue 4)."""
+    ctx.db.create_table("identity_decisions", schema=table_schemas(ctx.dim)["identity_decisions"], exist_ok=True)
+
+
+@migration(4)
+def semantic_memory(ctx: MigrationContext) -> None:
+    """Fact provenance and camera-context columns, and the ``semantic_state`` counters (issue 6)."""
+    for name, columns in (("facts", FACT_V4_COLUMNS), ("camera_context", CAMERA_CONTEXT_V4_COLUMNS)):
+        table = ctx.db.open_table(name)
+        missing = [pa.field(col, kind) for col, kind in columns if col not in table.schema.names]
+        if missing:
+            table.add_columns(pa.schema(missing))
+    ctx.db.create_table("semantic_state", schema=table_schemas(ctx.dim)["semantic_state"], exist_ok=True)

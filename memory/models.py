@@ -117,6 +117,27 @@ class GalleryFace(Record):
     created_at: float = 0.0
 
 
+class GalleryBody(GalleryFace):
+    """One slot of an entity's body gallery (an appearance descriptor of its person box)."""
+
+
+class IdentityDecision(Record):
+    """Why the resolver (or a user edit) gave an entity a sighting, with the evidence it used."""
+
+    id: str = Field(description="dec_<12 hex>")
+    entity_id: str
+    action: str = Field(description="match | new | confirm_pending | enrol | name | merge | split")
+    source: str = ""
+    camera_id: str = ""
+    segment_index: int = -1
+    score: float = Field(0.0, description="best gallery similarity that decided it (1.0 for new)")
+    runner_up: str | None = Field(None, description="the second-best candidate entity, if any")
+    runner_up_score: float | None = None
+    reason: str = ""
+    evidence_json: str = Field("[]", description="JSON list of the evidence items (frame time, box, scores)")
+    created_at: float = 0.0
+
+
 class Chapter(Record):
     """Episodic memory at chapter level (table ``schemas``): a narrative over many traces."""
 
@@ -146,6 +167,12 @@ class Fact(Record):
     status: Literal["active", "superseded"] = "active"
     superseded_by: str | None = None
     created_at: float = 0.0
+    key: str = Field("", description="the slot the fact fills (e.g. habit/morning); one active fact per key")
+    supersedes: str | None = Field(None, description="the fact this one replaced (UPDATE)")
+    retired_by: list[str] = Field(default_factory=list, description="evidence of the edit that superseded it")
+    reason: str = Field("", description="why the latest edit was made")
+    confirmations: int = Field(0, ge=0, description="times later evidence re-confirmed it")
+    updated_at: float = 0.0
 
 
 class SegmentWrite(Record):
@@ -159,6 +186,8 @@ class SegmentWrite(Record):
     keyframes: list[Keyframe] = Field(default_factory=list)
     entities: list[Entity] = Field(default_factory=list, description="new or updated entities")
     gallery_faces: list[GalleryFace] = Field(default_factory=list)
+    gallery_bodies: list[GalleryBody] = Field(default_factory=list)
+    decisions: list[IdentityDecision] = Field(default_factory=list, description="identity decisions of the segment")
     source_size: int | None = None
     source_mtime: float | None = None
 
@@ -200,3 +229,5 @@ class GetResult(Record):
     before: list[dict[str, object]] = Field(default_factory=list)
     after: list[dict[str, object]] = Field(default_factory=list)
     entities: list[Entity] = Field(default_factory=list)
+    children: list[dict[str, object]] = Field(
+        default_factory=list, description="a chapter's traces in time order (walk down from ``sch_`` ids)")

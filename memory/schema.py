@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 4
 
 META_TABLE = "meta"
 
@@ -26,6 +26,20 @@ _strs = pa.list_(pa.string())
 def vector_type(dim: int) -> pa.DataType:
     """Return the Arrow type of the ``vector`` column for ``dim``."""
     return pa.list_(pa.float32(), dim)
+
+
+#: notification columns added by migration 2 (procedural memory: entity, severity, payload, cursor).
+NOTIFICATION_V2_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("entity_id", _str), ("severity", _str), ("message", _str), ("event_time", _f64),
+    ("keyframe_id", _str), ("seq", _i64), ("payload_json", _str))
+
+
+#: semantic-memory columns added by migration 4 (issue 6): fact edit provenance, camera-context locks.
+FACT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("key", _str), ("supersedes", _str), ("retired_by", _strs), ("reason", _str), ("confirmations", _i64),
+    ("updated_at", _f64))
+CAMERA_CONTEXT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("notes", _str), ("locked", _strs), ("trace_count", _i64), ("baseline_json", _str))
 
 
 def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
@@ -64,22 +78,29 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
         "facts": pa.schema(_fields(
             ("entity_ids", _strs), ("text", _str), ("kind", _str), ("importance", _f64),
             ("evidence_ids", _strs), ("status", _str), ("superseded_by", _str), ("created_at", _f64),
-            vec)),
+            *FACT_V4_COLUMNS, vec)),
         "camera_context": pa.schema(_fields(
             ("camera_id", _str), ("scene_type", _str), ("routines", _strs), ("anomaly_baseline", _str),
-            ("revision", _i64), ("updated_at", _f64))),
+            ("revision", _i64), ("updated_at", _f64), *CAMERA_CONTEXT_V4_COLUMNS)),
+        "semantic_state": pa.schema(_fields(
+            ("kind", _str), ("subject", _str), ("observed", _i64), ("consolidated_at", _i64), ("runs", _i64),
+            ("skipped", _i64), ("last_run_at", _f64))),
         "rules": pa.schema(_fields(
             ("text", _str), ("conditions_json", _str), ("camera_ids", _strs), ("severity", _str),
             ("cooldown_s", _f64), ("enabled", pa.bool_()), ("created_at", _f64))),
         "notifications": pa.schema(_fields(
             ("rule_id", _str), ("trace_id", _str), ("camera_id", _str), ("decision", _str),
-            ("reason", _str), ("channels_json", _str), ("created_at", _f64))),
+            ("reason", _str), ("channels_json", _str), ("created_at", _f64), *NOTIFICATION_V2_COLUMNS)),
         "gallery_face": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
             ("keyframe_id", _str), ("created_at", _f64))),
         "gallery_body": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
             ("keyframe_id", _str), ("created_at", _f64))),
+        "identity_decisions": pa.schema(_fields(
+            ("entity_id", _str), ("action", _str), ("source", _str), ("camera_id", _str),
+            ("segment_index", _i64), ("score", _f64), ("runner_up", _str), ("runner_up_score", _f64),
+            ("reason", _str), ("evidence_json", _str), ("created_at", _f64))),
         "keyframes": pa.schema(_fields(
             ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t", _f64),
             ("wall_time", _f64), ("quality", _f64), ("width", _i64), ("height", _i64),

@@ -43,6 +43,7 @@ from .models import (
     Entity,
     EntityKind,
     Fact,
+    GalleryBody,
     GalleryFace,
     GetResult,
     IngestState,
@@ -83,6 +84,18 @@ def entity_text(entity: Entity) -> str:
     """The searchable text of an entity: id, names and description."""
     names = [n for n in [entity.name, *entity.aliases] if n]
     return " ".join([entity.id, entity.kind, *names, entity.description]).strip()
+
+
+#: facts: candidates fetched per wanted hit, so importance can lift a fact into the page (issue 6)
+FACT_POOL = 3
+#: most traces ``get`` returns under a chapter
+CHAPTER_CHILDREN = 100
+
+
+def rank_facts(scored: list[tuple[dict[str, Any], float]]) -> list[tuple[dict[str, Any], float]]:
+    """Weight fact relevance by importance ``w``: ``score × (0.5 + 0.5·w)``, best first."""
+    weighted = [(r, s * (0.5 + 0.5 * float(r.get("importance") or 0.0))) for r, s in scored]
+    return sorted(weighted, key=lambda rs: -rs[1])
 
 
 def _model_from_row(model: type, row: dict[str, Any]) -> Any:
@@ -225,6 +238,28 @@ class MemoryStore:
         config = IvfPq(distance_type="cosine", num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
         self._table(level).create_index("vector", config=config, replace=True)
 
+    # ------------------------------------------------------------------ plain tables (memory/procedural.py)
+
+    def upsert_rows(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace rows keyed by ``id`` in a table without vectors (``rules``, ``notifications``…)."""
+        if name in SEARCHABLE:
+            raise ValueError(f"table {name!r} is searchable; write it through its typed method")
+        self._upsert(name, rows)
+
+    def scan_rows(self, name: str, where: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """This user's rows of table ``name`` matching the SQL filter ``where`` (``user_id`` excluded)."""
+        return [{k: v for k, v in r.items() if k != "user_id"} for r in self._scan(name, where, limit=limit)]
+
+    def delete_rows(self, name: str, where: str) -> int:
+        """Delete this user's rows of table ``name`` matching ``where``; returns how many were deleted."""
+        table = self._table(name)
+        where = self._user_where(where)
+        count = table.count_rows(where)
+        if count:
+            table.delete(where)
+            self._written(name)
+        return count
+
     # ------------------------------------------------------------------ writes
 
     def write_segment(self, seg: SegmentWrite) -> None:
@@ -243,6 +278,8 @@ class MemoryStore:
                      "vector": vectors[1 + n_obs + i]} for i, e in enumerate(seg.entities)]
         self._upsert("entities", ent_rows)
         self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
+        self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
+        self._upsert("identity_decisions", [d.model_dump() for d in seg.decisions])
         self._upsert("keyframes", [k.model_dump() for k in seg.keyframes])
         self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
 
@@ -287,6 +324,57 @@ class MemoryStore:
         vectors = self._embed([c.text for c in chapters]) if chapters else []
         self._upsert("schemas", [{**c.model_dump(), "vector": v} for c, v in zip(chapters, vectors)])
 
+    def facts(self, entity_id: str | None = None, ids: Sequence[str] | None = None,
+              include_superseded: bool = False, limit: int | None = None) -> list[Fact]:
+        """Facts about ``entity_id`` and/or with ``ids``, most important first (active only by default)."""
+        clauses = [] if include_superseded else ["(status IS NULL OR status = 'active')"]
+        if entity_id is not None:
+            clauses.append(f"array_has_any(entity_ids, [{sql_literal(entity_id)}])")
+        if ids is not None:
+            if not ids:
+                return []
+            clauses.append(f"id IN {sql_in(ids)}")
+        rows = self._scan("facts", " AND ".join(clauses) or None, columns=list(Fact.model_fields))
+        facts = [Fact.model_validate({k: v for k, v in r.items() if v is not None}) for r in rows]
+        facts.sort(key=lambda f: (f.status != "active", -f.importance, f.created_at, f.id))
+        return facts[:limit] if limit is not None else facts
+
+    def traces_by_id(self, ids: Sequence[str]) -> list[Trace]:
+        """Traces with ``ids``, in time order; unknown ids are skipped."""
+        rows = self._rows_by_id("traces", list(ids), columns=list(Trace.model_fields))
+        return [_model_from_row(Trace, r) for r in sorted(rows.values(), key=lambda r: (r["t_start"], r["id"]))]
+
+    def segment_traces(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Trace]:
+        """Traces of ``(source, segment_index)`` pairs, e.g. those behind an entity's observations."""
+        by_source: dict[str, set[int]] = {}
+        for source, index in keys:
+            by_source.setdefault(source, set()).add(int(index))
+        if not by_source:
+            return {}
+        where = " OR ".join(f"(source = {sql_literal(src)} AND segment_index IN ({', '.join(map(str, sorted(ix)))}))"
+                            for src, ix in by_source.items())
+        rows = self._scan("traces", where, columns=list(Trace.model_fields))
+        return {(r["source"], int(r["segment_index"])): _model_from_row(Trace, r) for r in rows}
+
+    def traces_after(self, source: str, camera: str, after_t: float, limit: int) -> list[Trace]:
+        """Up to ``limit`` traces of ``source``/``camera`` starting after media second ``after_t``, oldest first."""
+        where = (f"source = {sql_literal(source)} AND camera_id = {sql_literal(camera)} "
+                 f"AND t_start > {float(after_t)!r}")
+        keys = sorted(self._scan("traces", where, columns=["id", "t_start"]), key=lambda r: (r["t_start"], r["id"]))
+        return self.traces_by_id([r["id"] for r in keys[:limit]])
+
+    def recent_traces(self, camera: str, limit: int) -> list[Trace]:
+        """The latest ``limit`` traces (by wall time) of ``camera``, oldest first."""
+        keys = self._scan("traces", f"camera_id = {sql_literal(camera)}", columns=["id", "wall_start", "t_start"])
+        keys.sort(key=lambda r: (r["wall_start"], r["t_start"], r["id"]))
+        traces = self.traces_by_id([r["id"] for r in keys[-limit:]]) if limit > 0 else []
+        return sorted(traces, key=lambda t: (t.wall_start, t.t_start, t.id))
+
+    def count_traces(self, camera: str | None = None) -> int:
+        """How many traces this user has (of ``camera``, when given)."""
+        where = f"camera_id = {sql_literal(camera)}" if camera is not None else None
+        return self._table("traces").count_rows(self._user_where(where))
+
     def upsert_facts(self, facts: Sequence[Fact]) -> None:
         """Insert or replace facts (level ``facts``)."""
         vectors = self._embed([f.text for f in facts]) if facts else []
@@ -299,6 +387,18 @@ class MemoryStore:
     def face_gallery(self) -> list[GalleryFace]:
         """All face-gallery slots of this user (for identity matching)."""
         return [_model_from_row(GalleryFace, r) for r in self._scan("gallery_face")]
+
+    def body_gallery(self) -> list[GalleryBody]:
+        """All body-gallery slots of this user (for re-identification)."""
+        return [_model_from_row(GalleryBody, r) for r in self._scan("gallery_body")]
+
+    def upsert_searchable(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace full rows of a searchable table, re-embedding their ``text`` (identity edits)."""
+        if name not in SEARCHABLE:
+            raise ValueError(f"table {name!r} is not searchable; use upsert_rows")
+        rows = [{k: v for k, v in r.items() if k not in ("vector", "user_id")} for r in rows]
+        vectors = self._embed([r["text"] for r in rows]) if rows else []
+        self._upsert(name, [{**r, "vector": v} for r, v in zip(rows, vectors)])
 
     def mark_source_done(self, source: str, camera_id: str = "") -> None:
         """Record that ``source`` was ingested to its end."""
@@ -377,6 +477,10 @@ class MemoryStore:
     def _search_level(self, level: str, query: str, vector: np.ndarray | None, mode: SearchMode, where: str,
                       k: int) -> list[SearchHit]:
         table = self._table(level)
+        wanted = k
+        if level == "facts":  # current facts only; importance re-ranks a wider pool (see rank_facts)
+            where += " AND (status IS NULL OR status = 'active')"
+            k = k * FACT_POOL
         if mode is SearchMode.VECTOR:
             rows = (table.search(vector, vector_column_name="vector").distance_type("cosine").refine_factor(10)
                     .where(where).limit(k).to_list())
@@ -389,6 +493,8 @@ class MemoryStore:
                     .vector(vector).text(query).distance_type("cosine").refine_factor(10).where(where)
                     .rerank(RRFReranker(K=HYBRID_RRF.k)).limit(k).to_list())
             scored = [(r, float(r["_relevance_score"])) for r in rows]
+        if level == "facts":
+            scored = rank_facts(scored)[:wanted]
         return [self._hit(level, r, s) for r, s in scored]
 
     @staticmethod
@@ -432,8 +538,13 @@ class MemoryStore:
                 where = f"array_has_any(entity_ids, [{sql_literal(row['entity_ids'][0])}])"
                 before, after = self._neighbours(level, where, row, ("created_at", "id"), neighbors)
             linked = [row["entity_id"]] if level == "observations" else list(row.get("entity_ids") or [])
+        children: list[dict[str, Any]] = []
+        if level == "schemas":  # a chapter walks down to the traces it indexes
+            found = self._rows_by_id("traces", list(row.get("trace_ids") or [])[:CHAPTER_CHILDREN])
+            children = [_public(r) for r in sorted(found.values(), key=lambda r: (r["t_start"], r["id"]))]
         return GetResult(item=_public(row), level=level, before=[_public(r) for r in before],
-                         after=[_public(r) for r in after], entities=self._entities_by_id(linked))
+                         after=[_public(r) for r in after], entities=self._entities_by_id(linked),
+                         children=children)
 
     def _neighbours(self, level: str, where: str, row: dict[str, Any], order: tuple[str, ...],
                     k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -2,8 +2,8 @@
 
 No model, no invented semantics: the text states the time span, how many faces were seen and
 who they resolved to, how large they are (close-up / medium / distant), where the main face is,
-the lighting (brightness and dominant colour), how much motion there was and whether the segment
-opens on a scene cut. The words are chosen by fixed thresholds, so the same facts always give
+the lighting (brightness and dominant colour), how much motion there was, whether the segment
+opens on a scene cut, and then the objects detected, the text read and the words spoken. The words are chosen by fixed thresholds, so the same facts always give
 the same text, and the text is what gets embedded for search.
 """
 
@@ -99,6 +99,11 @@ class SegmentFacts:
     scene_cut: bool = False
     first: bool = False
     faces_enabled: bool = True
+    #: object label → most instances seen on one key frame
+    objects: dict[str, int] = field(default_factory=dict)
+    #: lines of text read on the key frames
+    text_lines: list[str] = field(default_factory=list)
+    transcript: str = ""
 
 
 @dataclass
@@ -145,6 +150,13 @@ class LocalDescriber:
             else:
                 who = f"{_people(n)}{id_text}, largest face {size} {where}"
         summary = f"{span} {who}; {light}; {motion}; {cut}."
+        if facts.objects:
+            seen = ", ".join(label if n == 1 else f"{n} × {label}" for label, n in facts.objects.items())
+            summary += f" Objects: {seen}."
+        if facts.text_lines:
+            summary += " Text read: " + "; ".join(f'"{line}"' for line in facts.text_lines[:8]) + "."
+        if facts.transcript:
+            summary += f' Speech: "{facts.transcript}"'
 
         observations: dict[str, str] = {}
         for entity_id in entity_order:

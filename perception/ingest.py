@@ -12,6 +12,15 @@
 * Every id is deterministic (``stable_id`` over source, segment index and position/entity), and
   each segment is one ``store.write_segment`` call, so a re-run upserts the same rows.
 * ``stop`` is checked between segments only, so an interrupt never leaves a partial segment.
+* Frames come from a :class:`~perception.gateway.Gateway` in ``offline_quality`` mode (decode runs
+  on its own thread, nothing is dropped). Voice activity over the whole audio track is computed
+  once up front (Silero VAD), so speech-turn cuts are the same however a run was resumed; each
+  segment carries its 16 kHz audio (``Segment.audio``) and ``Segment.speech``.
+
+:func:`ingest_live` is the driver for live sources: it consumes a running gateway, detects voice
+activity on the stream's audio as it arrives, and commits each closed segment with the same
+:class:`~perception.pipeline.SegmentAnalyzer`. Its segment indices and media time continue from the
+source's ``ingest_log`` entry, so a restarted capture never overwrites earlier segments.
 
 Wall-clock time of a file segment (``wall_start``) is the file's mtime plus the segment's
 media ``t_start``: files carry no reliable recording time, and mtime is stable across re-runs
@@ -33,13 +42,19 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
+from perception.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
+from perception.errors import MediaError
 from perception.faces import FaceDetector, FaceEmbedder
+from perception.gateway import AudioChunk, Gateway
 from perception.identity import IdentityResolver
 from perception.pipeline import AnalysisStore, IngestSettings, SegmentAnalyzer
-from perception.segment import Segmenter
-from perception.video import iter_frames, probe
+from perception.segment import Segment, Segmenter
+from perception.sources import AVSource, Source
+from perception.video import Frame, probe
+from perception.vlm_describer import VLMSegmentStage
 
-__all__ = ["IngestReport", "IngestSettings", "IngestStore", "ProgressCallback", "ingest_file"]
+__all__ = ["IngestReport", "IngestSettings", "IngestStore", "ProgressCallback", "ingest_file", "ingest_live",
+           "live_start_point"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +80,30 @@ class IngestReport(BaseModel):
     interrupted: bool = False
 
 
+
+def _face_models(settings: IngestSettings, detector: FaceDetector | None,
+                 embedder: FaceEmbedder | None) -> tuple[FaceDetector | None, FaceEmbedder | None]:
+    if not settings.faces:
+        return None, None
+    detector = detector or FaceDetector()
+    embedder = embedder or FaceEmbedder()
+    if not (detector.available and embedder.available):
+        return None, None
+    return detector, embedder
+
+
+def _vad() -> SileroVAD | None:
+    try:
+        return SileroVAD()
+    except (MediaError, OSError) as exc:
+        logger.warning("voice activity detection disabled: %s", exc)
+        return None
+
+
+def _overlaps(intervals: list[tuple[float, float]], start: float, end: float) -> bool:
+    return any(a < end and b > start for a, b in intervals)
+
+
 def ingest_file(
     path: str | Path,
     store: AnalysisStore,
@@ -75,6 +114,9 @@ def ingest_file(
     stop: threading.Event | None = None,
     detector: FaceDetector | None = None,
     embedder: FaceEmbedder | None = None,
+    commit_lock: threading.Lock | None = None,
+    vlm_stage: VLMSegmentStage | None = None,
+    active_rules: Callable[[str], list[str]] | None = None,
 ) -> IngestReport:
     """Ingest a video file into ``store``, resuming where an earlier run stopped.
 
@@ -88,9 +130,14 @@ def ingest_file(
             it runs on the ingest thread, so it must be quick or hand work off.
         stop: when set, ingestion stops cleanly before the next segment.
         detector, embedder: face models to reuse across calls (created lazily otherwise).
+        commit_lock: held around analysis + write of each segment when several drivers share a
+            store (identity decisions are serialised per user).
+        vlm_stage: describe segments with the VLM (falls back to the local describer per segment).
+        active_rules: ``camera_id -> rule texts`` surfaced into the VLM prompt.
 
     Raises:
-        MediaError: the file is missing, unreadable or corrupt.
+        MediaError: the file is missing, unreadable or corrupt (a ``SourceError`` when decoding
+            fails part-way).
     """
     started = time.monotonic()
     settings = settings or IngestSettings()
@@ -113,19 +160,16 @@ def ingest_file(
         return IngestReport(source=source, camera_id=camera, segments_total=skipped, segments_written=0,
                             segments_skipped=skipped, seconds=time.monotonic() - started, done=True)
 
-    if settings.faces:
-        detector = detector or FaceDetector()
-        embedder = embedder or FaceEmbedder()
-        if not (detector.available and embedder.available):
-            detector = embedder = None
-    else:
-        detector = embedder = None
+    detector, embedder = _face_models(settings, detector, embedder)
     mtime = stat.st_mtime
     run = SegmentAnalyzer(
         source=source, camera_id=camera, settings=settings, store=store, wall_clock=lambda t: mtime + t,
         size=stat.st_size, mtime=mtime, detector=detector, embedder=embedder,
         resolver=IdentityResolver(store.face_gallery(), store, threshold=settings.face_match_threshold),
+        vlm_stage=vlm_stage, active_rules=active_rules,
     )
+    vad = _vad() if info.has_audio else None
+    intervals = speech_intervals_of(p, vad) if vad is not None else []
 
     start_s = state.last_t_end if (state is not None and resume is not None) else 0.0
     # Decode from two grid slots earlier: the frame before the resume point primes the segmenter.
@@ -139,19 +183,33 @@ def ingest_file(
     end_t = info.start_s + info.duration_s
     written = 0
     interrupted = False
-    frames = iter_frames(p, settings.sample_fps, start_s=decode_from)
-    with contextlib.closing(frames):
-        for segment in segmenter.segments(frames, end_t=end_t, start_t=start_s if start_s > 0 else None):
+    gateway = Gateway(AVSource(uri=source, kind="file", live=False, options={"audio": False}),
+                      settings.sample_fps, mode="offline_quality", start_s=decode_from).start()
+    frames = (item for item in gateway.items() if isinstance(item, Frame))
+
+    def speaking(t: float) -> bool:
+        return _overlaps(intervals, t - 1e-6, t + 1e-6)
+
+    try:
+        for segment in segmenter.segments(frames, end_t=end_t, start_t=start_s if start_s > 0 else None,
+                                          speech=speaking if vad is not None else None):
             if stop is not None and stop.is_set():
                 interrupted = True
                 break
-            write = run.analyse(segment)
-            store.write_segment(write)
+            if info.has_audio:
+                segment.audio = decode_audio(p, segment.t_start, segment.t_end)
+                segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
+            with commit_lock or contextlib.nullcontext():
+                write = run.analyse(segment)
+                store.write_segment(write)
             if on_commit is not None:
                 on_commit(write)
             written += 1
             if progress is not None:
                 progress(max(0.0, segment.t_end - info.start_s), info.duration_s, segment.index + 1)
+    finally:
+        gateway.stop()
+        frames.close()
     if not interrupted:
         store.mark_source_done(source, camera)
     seconds = time.monotonic() - started
@@ -160,3 +218,100 @@ def ingest_file(
     return IngestReport(source=source, camera_id=camera, segments_total=skipped + written, segments_written=written,
                         segments_skipped=skipped, entities=sorted(run.seen), seconds=seconds,
                         done=not interrupted, interrupted=interrupted)
+
+
+def live_start_point(store: AnalysisStore, source_key: str) -> tuple[int, float]:
+    """``(first segment index, media time base)`` for a (re)started live capture of ``source_key``."""
+    state = store.ingest_state(source_key)
+    if state is None or state.last_segment_index < 0:
+        return 0, 0.0
+    return state.last_segment_index + 1, state.last_t_end + 1.0
+
+
+def ingest_live(
+    gateway: Gateway,
+    store: AnalysisStore,
+    settings: IngestSettings,
+    camera_id: str,
+    first_index: int = 0,
+    stop: threading.Event | None = None,
+    on_commit: Callable[[SegmentWrite], None] | None = None,
+    commit_lock: threading.Lock | None = None,
+    detector: FaceDetector | None = None,
+    embedder: FaceEmbedder | None = None,
+    vlm_stage: VLMSegmentStage | None = None,
+    active_rules: Callable[[str], list[str]] | None = None,
+    audio_wait_s: float = 2.0,
+    final: bool = False,
+) -> int:
+    """Segment and commit a running gateway until ``stop`` is set or the gateway ends.
+
+    On stop, the in-flight segment is committed when it is at least ``min_segment_s`` long and
+    discarded otherwise (a shorter tail would only be noise). With ``final`` (a finite source such
+    as an image folder) the last segment of a source that ended is always committed. Returns the
+    number of segments written.
+    """
+    source: Source = gateway.source
+    detector, embedder = _face_models(settings, detector, embedder)
+    run = SegmentAnalyzer(
+        source=source.key, camera_id=camera_id, settings=settings, store=store, wall_clock=gateway.wall_clock,
+        detector=detector, embedder=embedder,
+        resolver=IdentityResolver(store.face_gallery(), store, threshold=settings.face_match_threshold),
+        vlm_stage=vlm_stage, active_rules=active_rules,
+    )
+    segmenter = Segmenter(settings.min_segment_s, settings.max_segment_s, settings.scene_threshold,
+                          first_index=first_index)
+    vad = _vad()
+    buffer = AudioBuffer(max_s=max(60.0, 4 * settings.max_segment_s))
+    speaking = False
+    quiet = 0
+    heard = False
+    pending: list[Segment] = []
+    written = 0
+
+    def commit(seg: Segment) -> None:
+        nonlocal written
+        if heard:
+            seg.audio = buffer.slice(seg.t_start, seg.t_end)
+            seg.speech = vad is not None and len(seg.audio) > 0 and vad.is_speech(seg.audio)
+        with commit_lock or contextlib.nullcontext():
+            write = run.analyse(seg)
+            store.write_segment(write)
+        if on_commit is not None:
+            on_commit(write)
+        buffer.trim_before(seg.t_end - 1.0)
+        written += 1
+
+    def drain(force: bool) -> None:
+        while pending and (force or not heard or buffer.end_t >= pending[0].t_end
+                           or gateway.now_t() - pending[0].t_end > audio_wait_s):
+            commit(pending.pop(0))
+
+    for item in gateway.items():
+        if stop is not None and stop.is_set():
+            break
+        if isinstance(item, AudioChunk):
+            heard = True
+            buffer.add(item.t, item.pcm)
+            if vad is not None:
+                for prob in vad.probabilities(item.pcm):
+                    if prob >= vad.threshold:
+                        speaking, quiet = True, 0
+                    elif prob < vad.threshold - 0.15:
+                        quiet += 1
+                        if quiet >= 10:
+                            speaking = False
+        else:
+            closed = segmenter.feed(item, speaking if (heard and vad is not None) else None)
+            if closed is not None:
+                pending.append(closed)
+        drain(False)
+    stopped = stop is not None and stop.is_set()
+    tail = segmenter.flush(end_t=None)
+    drain(True)
+    if tail is not None and (tail.duration >= settings.min_segment_s or (final and not stopped)):
+        commit(tail)
+    elif tail is not None:
+        logger.info("%s: discarded the in-flight segment (%.2fs < min %.2fs)", source.key, tail.duration,
+                    settings.min_segment_s)
+    return written

@@ -1,7 +1,9 @@
 """Per-segment analysis shared by every driver (files now, live streams later).
 
 :class:`SegmentAnalyzer` turns one :class:`~perception.segment.Segment` into one
-:class:`~memory.models.SegmentWrite`: key frames → faces → identity → local describer. It holds
+:class:`~memory.models.SegmentWrite`: key frames → faces, objects, person bodies and text on each
+key frame, speech over the segment's audio → resolver (the only identity writer) → local
+describer. Optional models come from :func:`perception.backends.load_perceivers`. It holds
 the per-source state (camera, wall clock, entity cache) and knows nothing of where frames come
 from, so a file driver (:mod:`perception.ingest`) and a stream driver share it unchanged.
 """
@@ -13,15 +15,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import cv2
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from memory.errors import NotFoundError
 from memory.models import Entity, EntityKind, GalleryFace, IngestState, Keyframe, Observation, SegmentWrite, Trace, stable_id
-from perception.describe import FrameFaces, LocalDescriber, SegmentFacts, format_ts
+from perception.anchoring import Anchor
+from perception.asr import Transcript
+from perception.backends import Perceivers, load_perceivers
+from perception.body import body_quality
+from perception.describe import Description, FrameFaces, LocalDescriber, SegmentFacts, format_ts
 from perception.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
 from perception.identity import FaceInput, IdentityResolver
 from perception.keyframes import encode_jpeg, select_keyframes
+from perception.objects import ObjectDetection
+from perception.reid import Slot, unit
+from perception.resolver import Resolver
 from perception.segment import DEFAULT_SCENE_THRESHOLD, Segment
+from perception.vlm_describer import VLMSegmentStage
 
 __all__ = ["AnalysisStore", "IngestSettings", "SegmentAnalyzer"]
 
@@ -60,6 +72,18 @@ class IngestSettings(BaseModel):
     face_match_threshold: float = Field(SFACE_MATCH_THRESHOLD, ge=-1, le=1, description="SFace cosine for a match")
     jpeg_max_side: int = Field(640, ge=64, le=4096)
     jpeg_quality: int = Field(85, ge=10, le=100)
+    objects: bool = Field(True, description="detect objects on key frames (vendored SSD unless object_model)")
+    object_model: str | None = Field(None, description="a YOLO-style ONNX detector instead of the SSD")
+    object_labels: str | None = Field(None, description="label file of object_model, one name per line")
+    object_threshold: float = Field(0.5, ge=0, le=1, description="minimum object score")
+    ocr: bool = Field(True, description="read text on key frames (extra `ocr`)")
+    asr: bool = Field(True, description="transcribe segment audio (extra `asr`)")
+    asr_model_dir: str | None = Field(None, description="a CTranslate2 Whisper folder instead of tiny.en")
+    body: bool = Field(True, description="describe person boxes for the body gallery")
+    body_model: str | None = Field(None, description="a person re-ID ONNX model instead of colour/texture")
+    identity_frames: int = Field(
+        8, ge=0, le=32, description="sampled frames per segment, besides key frames, searched for faces: more "
+        "poses of each person reach the resolver (identity evidence only; nothing else runs on them)")
 
 
 @dataclass
@@ -83,9 +107,24 @@ class SegmentAnalyzer:
     seen: set[str] = field(default_factory=set)
     size: int | None = None
     mtime: float | None = None
+    #: optional models (objects, OCR, ASR, body); ``None`` = built from ``settings`` on first use
+    perceivers: Perceivers | None = None
+    #: the VLM stage (manifest ``vlm`` set): its text replaces the local describer's; ``None`` = local only
+    vlm_stage: VLMSegmentStage | None = None
+    #: active rule texts of a camera, surfaced into the VLM prompt
+    active_rules: Callable[[str], list[str]] | None = None
+
+    def __post_init__(self) -> None:
+        body_gallery = getattr(self.store, "body_gallery", None)
+        if isinstance(self.resolver, Resolver) and not self.resolver.bodies.entities and body_gallery is not None:
+            for row in body_gallery():
+                self.resolver.bodies.seed(row.entity_id, Slot(row.id, unit(np.asarray(row.embedding)), row.quality,
+                                                              row.keyframe_id, row.created_at))
 
     def analyse(self, segment: Segment) -> SegmentWrite:
-        """Key frames, faces, identity and description of one segment, as one write."""
+        """Key frames, faces, objects, text, speech, identity and description of one segment, as one write."""
+        if self.perceivers is None:
+            self.perceivers = load_perceivers(self.settings)
         return _analyse(self, segment)
 
 
@@ -101,8 +140,72 @@ def _entity(run: SegmentAnalyzer, entity_id: str) -> Entity | None:
     return entity
 
 
+def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: str) -> tuple[
+        list[FaceInput], list[ObjectDetection], list[str]]:
+    """Faces (with body evidence), objects and text lines of one key frame."""
+    models = run.perceivers or Perceivers()
+    objects: list[ObjectDetection] = models.objects.detect(image) if models.objects is not None else []
+    people = [o for o in objects if o.label == "person"]
+    faces: list[FaceInput] = []
+    if run.detector is not None and run.embedder is not None:
+        for det in run.detector.detect(image):
+            # Only faces the resolver may use are embedded; the rest are still counted.
+            vec = run.embedder.embed(image, det) if run.resolver.identifiable(det) else None
+            body, body_q = None, 0.0
+            box = _person_box(det.box, people)
+            if vec is not None and box is not None and models.body is not None:
+                body = models.body.describe(image, box.box)
+                body_q = body_quality(box.box, box.score)
+            faces.append(FaceInput(det, vec, t, kf_id, body=body, body_quality=body_q,
+                                   sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
+    lines = [line.text for line in models.ocr.read(image)] if models.ocr is not None else []
+    return faces, objects, lines
+
+
+def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: set[int]) -> list[FaceInput]:
+    """Faces on up to ``identity_frames`` evenly spaced non-key frames (no key-frame id, no body)."""
+    n = run.settings.identity_frames
+    if n == 0 or run.detector is None or run.embedder is None:
+        return []
+    others = [f for f in segment.frames if id(f) not in key_frames]
+    if len(others) > n:
+        others = [others[round(i * (len(others) - 1) / max(n - 1, 1))] for i in range(n)]
+    faces: list[FaceInput] = []
+    for frame in others:
+        image = frame.image_bgr
+        for det in run.detector.detect(image):
+            if run.resolver.identifiable(det):
+                faces.append(FaceInput(det, run.embedder.embed(image, det), frame.t, None,
+                                       sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
+    return faces
+
+
+def _person_box(face_box: tuple[int, int, int, int], people: list[ObjectDetection]) -> ObjectDetection | None:
+    """The smallest person box that contains the face's centre."""
+    cx, cy = face_box[0] + face_box[2] / 2, face_box[1] + face_box[3] / 2
+    inside = [p for p in people if p.box[0] <= cx <= p.box[0] + p.box[2] and p.box[1] <= cy <= p.box[1] + p.box[3]]
+    return min(inside, key=lambda p: p.box[2] * p.box[3], default=None)
+
+
+def _face_sharpness(image: np.ndarray, box: tuple[int, int, int, int]) -> float | None:
+    x, y, w, h = box
+    crop = image[max(0, y):max(0, y + h), max(0, x):max(0, x + w)]
+    if crop.size == 0:
+        return None
+    grey = cv2.cvtColor(cv2.resize(crop, (64, 64), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
+    return float(cv2.Laplacian(grey, cv2.CV_64F).var())
+
+
+def _transcribe(run: SegmentAnalyzer, segment: Segment) -> Transcript:
+    models = run.perceivers or Perceivers()
+    audio = getattr(segment, "audio", None)
+    if models.asr is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
+        return Transcript()
+    return models.asr.transcribe(audio).shifted(segment.t_start)
+
+
 def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
-    """Run key frames, faces, identity and the describer on one segment; build its write."""
+    """Run every perceiver, the resolver and the describer on one segment; build its write."""
     s, src, idx = run.settings, run.source, segment.index
     wall = run.wall_clock(segment.t_start)
     picks = select_keyframes(segment.frames, s.keyframes_per_segment, s.keyframe_min_gap_s)
@@ -110,18 +213,20 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
 
     faces: list[FaceInput] = []
     per_frame: list[tuple[int, int]] = []  # (start, end) into faces for each key frame
+    labels: dict[str, int] = {}  # object label → most seen on one key frame
+    text_lines: list[str] = []
     for pick, kf_id in zip(picks, kf_ids):
-        image = pick.frame.image_bgr
-        begin = len(faces)
-        if run.detector is not None and run.embedder is not None:
-            for det in run.detector.detect(image):
-                # Only faces the resolver will use are embedded; the rest are still counted.
-                vec = run.embedder.embed(image, det) if run.resolver.identifiable(det) else None
-                faces.append(FaceInput(det, vec, pick.frame.t, kf_id))
-        per_frame.append((begin, len(faces)))
-    ids = run.resolver.resolve(faces, src, idx, now=wall)
+        found, objects, lines = _perceive_frame(run, pick.frame.image_bgr, pick.frame.t, kf_id)
+        per_frame.append((len(faces), len(faces) + len(found)))
+        faces.extend(found)
+        for label in dict.fromkeys(o.label for o in objects):
+            labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
+        text_lines.extend(line for line in lines if line not in text_lines)
+    transcript = _transcribe(run, segment)
+    extra = _identity_faces(run, segment, {id(p.frame) for p in picks})
+    ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
 
-    # Entities: follow merges, then update sightings/last_seen once per segment.
+    # Entities: follow merges, then update last_seen once per segment (sightings: the store counts).
     canonical: dict[str, str] = {}
     entities: list[Entity] = []
     for entity_id in ids.entity_ids:
@@ -151,8 +256,13 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     facts = SegmentFacts(t_start=segment.t_start, t_end=segment.t_end, images=[f.image_bgr for f in segment.frames],
                          analysed=analysed, names=names, first=idx == 0,
                          scene_cut=segment.cut_score >= s.scene_threshold,
-                         faces_enabled=run.detector is not None)
-    text = run.describer.describe(facts)
+                         faces_enabled=run.detector is not None, objects=labels, text_lines=text_lines,
+                         transcript=transcript.text)
+    if run.vlm_stage is not None:
+        text = _vlm_describe(run, facts, [p.frame.image_bgr for p in picks], faces, per_frame, assigned,
+                             [e.id for e in entities])
+    else:
+        text = run.describer.describe(facts)
 
     keyframes = [
         Keyframe(id=kf_id, camera_id=run.camera_id, source=src, segment_index=idx, t=pick.frame.t,
@@ -170,18 +280,43 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                     confidence=round(_confidence(ids.similarity, canonical, eid), 4))
         for eid in entity_ids if eid in text.observations
     ]
+    models = run.perceivers or Perceivers()
+    full = run.detector is not None or models.objects is not None
     trace = Trace(id=stable_id("trc_", src, idx), camera_id=run.camera_id, source=src, segment_index=idx,
                   t_start=segment.t_start, t_end=segment.t_end, wall_start=wall, summary=text.summary,
-                  entity_ids=entity_ids, keyframe_ids=kf_ids)
+                  entity_ids=entity_ids, objects=list(labels), ocr_text=" | ".join(text_lines),
+                  transcript=transcript.text, quotes=transcript.sentences, keyframe_ids=kf_ids,
+                  level="full" if full else "light")
     gallery = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)}) for g in ids.gallery_faces]
-    logger.debug("segment %d %.2f–%.2fs: %d key frames, %d faces, entities %s", idx, segment.t_start,
-                 segment.t_end, len(keyframes), len(faces), entity_ids)
+    bodies = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)}) for g in ids.gallery_bodies]
+    decisions = [d.model_copy(update={"entity_id": canonical.get(d.entity_id, d.entity_id)}) for d in ids.decisions]
+    logger.debug("segment %d %.2f–%.2fs: %d key frames, %d faces, entities %s, objects %s", idx, segment.t_start,
+                 segment.t_end, len(keyframes), len(faces), entity_ids, list(labels))
     return SegmentWrite(source=src, camera_id=run.camera_id, segment_index=idx, trace=trace,
                         observations=observations, keyframes=keyframes, entities=entities, gallery_faces=gallery,
-                        source_size=run.size, source_mtime=run.mtime)
+                        gallery_bodies=bodies, decisions=decisions, source_size=run.size, source_mtime=run.mtime)
 
 
 def _confidence(similarity: dict[str, float], canonical: dict[str, str], entity_id: str) -> float:
     values = [v for k, v in similarity.items() if canonical.get(k, k) == entity_id]
     return max(values, default=0.0)
 
+
+def _vlm_describe(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.ndarray], faces: list[FaceInput],
+                  per_frame: list[tuple[int, int]], assigned: list[str | None], entity_ids: list[str]) -> Description:
+    """The VLM stage's description, anchored to this segment's face detections.
+
+    The stage falls back to the local describer on any VLM failure, so a segment is never lost
+    to a model outage; identities stay the resolver's (anchors carry its committed entity ids).
+    """
+    stage = run.vlm_stage
+    assert stage is not None
+    anchors = [Anchor(f"A{i + 1}", "face", k, tuple(int(v) for v in faces[i].detection.box[:4]),
+                      candidates=tuple(entity_ids), entity_id=assigned[i])
+               for k, (b, e) in enumerate(per_frame) for i in range(b, e)]
+    rules = run.active_rules(run.camera_id) if run.active_rules is not None else []
+    context = stage.context(run.camera_id, reid_hits=entity_ids, rules=rules)
+    result = stage.describe(facts, anchors, context, keyframes=keyframes,
+                            known_entities=[*entity_ids, *stage.builder.memory(run.camera_id).entities])
+    stage.commit(run.camera_id, facts, result, entity_ids=entity_ids)
+    return result.description

@@ -11,7 +11,7 @@ segment of a stream may be shorter than ``min_s``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import cv2
@@ -39,6 +39,10 @@ class Segment:
     #: histogram distance between this segment's first frame and the frame before it
     #: (0.0 at the start of a stream); at least the threshold for a scene cut
     cut_score: float = 0.0
+    #: the segment's audio, 16 kHz mono float32 (``None`` when the source has no audio)
+    audio: np.ndarray | None = None
+    #: voice activity detection found speech in the segment
+    speech: bool = False
 
     @property
     def duration(self) -> float:
@@ -85,11 +89,17 @@ class Segmenter:
         self._next_index = first_index
         self._current: Segment | None = None
         self._prev_hist: np.ndarray | None = None
+        self._prev_speech: bool | None = None
 
-    def feed(self, frame: Frame) -> Segment | None:
-        """Add one frame; return the segment it closed, if it started a new one."""
+    def feed(self, frame: Frame, speech: bool | None = None) -> Segment | None:
+        """Add one frame; return the segment it closed, if it started a new one.
+
+        ``speech`` is the voice-activity state at the frame (``None``: unknown). A speech turn
+        starting or ending is a natural boundary too, once the segment is ``min_s`` long.
+        """
         hist = colour_histogram(frame.image_bgr)
         prev_hist, self._prev_hist = self._prev_hist, hist
+        prev_speech, self._prev_speech = self._prev_speech, speech
         current = self._current
         if current is None:
             self._start(frame, 0.0 if prev_hist is None else frame_distance(prev_hist, hist))
@@ -100,10 +110,13 @@ class Segmenter:
             return self._cut(frame, score)
         if score >= self.threshold and length >= self.min_s - _EPS:
             return self._cut(frame, score)
+        turn = speech is not None and prev_speech is not None and speech != prev_speech
+        if turn and length >= self.min_s - _EPS:
+            return self._cut(frame, score)
         current.frames.append(frame)
         return None
 
-    def prime(self, frame: Frame) -> None:
+    def prime(self, frame: Frame, speech: bool | None = None) -> None:
         """Remember ``frame`` as the one before the next segment (resume), without adding it.
 
         The first segment then gets a real ``cut_score``, as it had in an uninterrupted run.
@@ -111,6 +124,7 @@ class Segmenter:
         if self._current is not None:
             raise RuntimeError("prime() must come before the first feed()")
         self._prev_hist = colour_histogram(frame.image_bgr)
+        self._prev_speech = speech
 
     def flush(self, end_t: float | None = None) -> Segment | None:
         """Close and return the open segment (``None`` if no frame was fed).
@@ -132,10 +146,12 @@ class Segmenter:
             current.t_end = current.t_start + self.max_s
         self._current = None
         self._prev_hist = None
+        self._prev_speech = None
         return current
 
     def segments(
-        self, frames: Iterable[Frame], end_t: float | None = None, start_t: float | None = None
+        self, frames: Iterable[Frame], end_t: float | None = None, start_t: float | None = None,
+        speech: Callable[[float], bool] | None = None,
     ) -> Iterator[Segment]:
         """Segment a frame stream, yielding each segment as soon as it is closed.
 
@@ -143,10 +159,11 @@ class Segmenter:
         little before its resume point so the first segment's ``cut_score`` is known).
         """
         for frame in frames:
+            flag = speech(frame.t) if speech is not None else None
             if start_t is not None and frame.t < start_t - _EPS:
-                self.prime(frame)
+                self.prime(frame, flag)
                 continue
-            closed = self.feed(frame)
+            closed = self.feed(frame, flag)
             if closed is not None:
                 yield closed
         last = self.flush(end_t)

@@ -29,6 +29,10 @@ __all__ = ["main"]
 logger = logging.getLogger("reflectworld")
 
 DEMO_CLIP = "short_hamilton_clip.mp4"
+#: seconds `ingest` waits for the semantic runner to finish its queue before exiting
+SEMANTIC_DRAIN_S = 120.0
+#: seconds `ingest` waits for queued webhook/OpenClaw/ntfy deliveries before exiting
+NOTIFY_DRAIN_S = 60.0
 
 
 def _out(text: str = "") -> None:
@@ -122,15 +126,47 @@ def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
     from perception import ingest_file
     from plugin.server import ingest_settings, open_store
 
+    from plugin.semantic import runner_from_manifest
+
     store = open_store(manifest)
+    semantic = runner_from_manifest(manifest, lambda: open_store(manifest))
+    hooks: list[Any] = []  # on_commit callbacks, called in order after each committed segment
+    if semantic is not None:
+        hooks.append(semantic.start().on_commit)
+    from plugin.notify import NotificationService
+
+    notifications = NotificationService.for_manifest(store, manifest)  # issue 7: rules → notifications
+    hooks.append(notifications.on_commit)
+
+    def on_commit(write: Any) -> None:
+        for hook in hooks:
+            try:
+                hook(write)
+            except Exception:  # a hook (rules, consolidation) must never stop ingestion
+                logger.exception("post-commit hook %r failed for segment %d", hook, write.segment_index)
+
+    from perception.context import PerceptionRuntime
+    from plugin.server import build_vlm_stage, rule_texts
+
+    runtime = PerceptionRuntime()
+    vlm_stage = build_vlm_stage(manifest, runtime)
     try:
         with _Interrupt() as stop:
             report = ingest_file(path, store, ingest_settings(manifest), camera_id=camera,
-                                 progress=_progress(path.name), stop=stop)
+                                 progress=_progress(path.name), on_commit=on_commit, stop=stop,
+                                 vlm_stage=vlm_stage, active_rules=rule_texts(notifications))
+        if semantic is not None and report.done:
+            semantic.source_done(report.source, report.camera_id)
         return store, report
     except BaseException:
         store.close()
         raise
+    finally:
+        if semantic is not None:
+            semantic.stop(timeout=SEMANTIC_DRAIN_S)  # finish consolidation/chapters before exiting
+        notifications.close(drain_s=NOTIFY_DRAIN_S)  # deliver queued webhooks before exiting
+        if runtime.vlm is not None:
+            runtime.vlm.close()
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -190,6 +226,69 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ask(args: argparse.Namespace) -> int:
+    from plugin.ask import MemoryAgent, build_client
+    from plugin.server import open_store
+
+    manifest = _manifest(args)
+    _setup_logging("WARNING")
+    qa = manifest.qa
+    if qa is None:
+        raise PluginError("no QA model configured: add a `qa:` section (base_url, model, api_key: ${ENV}) "
+                          "to the manifest — see manifests/example.yaml — and pass it with --manifest")
+
+    async def run() -> Any:
+        async with build_client(qa) as client:
+            agent = MemoryAgent(store, client, qa.model, max_rounds=args.rounds or qa.max_rounds,
+                                max_images=qa.max_images, camera=args.camera, until=args.until)
+            return await agent.ask(args.question)
+
+    store = open_store(manifest)
+    try:
+        result = anyio.run(run)
+    finally:
+        store.close()
+    if args.json:
+        _out(result.model_dump_json(indent=2))
+        return 0
+    _out(result.answer)
+    _out(f"\nMemories used: {', '.join(result.memory_ids) or 'none'}")
+    note = " (round limit reached)" if result.finished == "round_limit" else ""
+    _out(f"({result.rounds} model call(s): {', '.join(result.tool_calls) or 'no tool calls'}{note})")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Headless: ingest the manifest's sources (plus --source) with no MCP host until done or Ctrl-C."""
+    from plugin.manifest import SourceConfig
+    from plugin.server import ingest_settings, open_store
+    from plugin.worker import Worker
+
+    manifest = _manifest(args)
+    _setup_logging(manifest.log_level)
+    sources = list(manifest.sources) + [SourceConfig(uri=uri) for uri in args.source or []]
+    if not sources:
+        raise PluginError("nothing to run: add `sources:` to the manifest or pass --source URI")
+    store = open_store(manifest)
+    worker = Worker(store, ingest_settings(manifest), mode=manifest.perception.mode)
+    try:
+        with _Interrupt() as stop:
+            errors = worker.start_sources(sources)
+            for error in errors:
+                sys.stderr.write(f"error: {error}\n")
+            while not stop.wait(0.5) and not worker.idle():
+                pass
+    finally:
+        worker.stop()
+        store.close()
+    failed = 0
+    for info in worker.status():
+        failed += info.state == "failed"
+        _out(f"{info.camera_id}: {info.state}, {info.segments_written} segment(s) written from {info.source}"
+             + (f" — {info.error}" if info.error else ""))
+    return 1 if failed or errors else 0
+
+
 # ---------------------------------------------------------------------------------- parser
 
 
@@ -222,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser("run", help="headless: ingest the manifest's sources without an MCP host")
+    common(p)
+    p.add_argument("--source", action="append", metavar="URI",
+                   help="extra source (file, folder, rtsp://, http(s)://, /dev/videoN); repeatable")
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("search", help="search memory from the shell")
     common(p)
     p.add_argument("query")
@@ -229,6 +334,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "fts"])
     p.add_argument("--limit", type=int, default=10)
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ask", help="answer a question from memory with the QA agent (needs `qa:` in the manifest)")
+    common(p)
+    p.add_argument("question")
+    p.add_argument("--rounds", type=int, help="tool-calling rounds (default: qa.max_rounds)")
+    p.add_argument("--camera", help="only this camera id")
+    p.add_argument("--until", type=float, help="only memories up to this media second")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.set_defaults(func=cmd_ask)
 
     from plugin.evals import add_eval_parsers
 

@@ -20,14 +20,18 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from plugin.errors import ManifestError, ManifestProblem
 
 __all__ = [
     "Manifest",
     "MemoryConfig",
+    "NotificationsConfig",
     "PerceptionConfig",
+    "QAConfig",
+    "RuleConfig",
+    "SemanticConfig",
     "ServerConfig",
     "default_manifest",
     "default_store_uri",
@@ -105,10 +109,72 @@ class NoFacesConfig(Strict):
 FacesConfig = Annotated[YuNetFacesConfig | NoFacesConfig, Field(discriminator="type")]
 
 
+class SSDObjectsConfig(Strict):
+    """The vendored SSD-MobileNetV2 household detector (24 classes, perception/models/)."""
+
+    type: Literal["ssd"] = "ssd"
+    threshold: float = Field(0.5, ge=0.0, le=1.0, description="minimum detection score")
+
+
+class YOLOObjectsConfig(Strict):
+    """A user-supplied YOLO-style ONNX detector with its label file."""
+
+    type: Literal["yolo"] = "yolo"
+    model: str = Field(description="path of the .onnx file")
+    labels: str = Field(description="label file, one class name per line")
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class NoBackendConfig(Strict):
+    """Capability disabled."""
+
+    type: Literal["none"] = "none"
+
+
+ObjectsConfig = Annotated[SSDObjectsConfig | YOLOObjectsConfig | NoBackendConfig, Field(discriminator="type")]
+
+
+class RapidOCRConfig(Strict):
+    """rapidocr (PP-OCR ONNX) on key frames; needs the `ocr` extra."""
+
+    type: Literal["rapidocr"] = "rapidocr"
+
+
+OCRConfig = Annotated[RapidOCRConfig | NoBackendConfig, Field(discriminator="type")]
+
+
+class WhisperASRConfig(Strict):
+    """faster-whisper with the packaged tiny.en model; needs the `asr` extra."""
+
+    type: Literal["whisper"] = "whisper"
+    model_dir: str | None = Field(None, description="a CTranslate2 Whisper folder instead of tiny.en")
+
+
+ASRConfig = Annotated[WhisperASRConfig | NoBackendConfig, Field(discriminator="type")]
+
+
+class ColorBodyConfig(Strict):
+    """Colour/texture appearance descriptor of person boxes."""
+
+    type: Literal["color"] = "color"
+
+
+class OnnxBodyConfig(Strict):
+    """A person re-identification ONNX model."""
+
+    type: Literal["onnx"] = "onnx"
+    model: str = Field(description="path of the .onnx re-ID model")
+
+
+BodyConfig = Annotated[ColorBodyConfig | OnnxBodyConfig | NoBackendConfig, Field(discriminator="type")]
+
+
 class PerceptionConfig(Strict):
     """How a stream is cut into segments and what is analysed in each."""
 
-    level: Literal["light", "full"] = Field("full", description="light = vision only; full = + faces")
+    level: Literal["light", "full"] = Field(
+        "full", description="light = segments, key frames and descriptions only; full = + faces, objects, bodies, "
+        "OCR and speech")
     sample_fps: float = Field(4.0, gt=0, le=30, description="frames analysed per media second")
     min_segment_s: float = Field(0.5, gt=0, le=600)
     max_segment_s: float = Field(10.0, gt=0, le=3600)
@@ -116,9 +182,28 @@ class PerceptionConfig(Strict):
     keyframes_per_segment: int = Field(2, ge=1, le=16)
     keyframe_min_gap_s: float = Field(1.0, ge=0, le=60)
     faces: FacesConfig = Field(default_factory=YuNetFacesConfig)
+    objects: ObjectsConfig = Field(default_factory=SSDObjectsConfig)
+    ocr: OCRConfig = Field(default_factory=RapidOCRConfig)
+    asr: ASRConfig = Field(default_factory=WhisperASRConfig)
+    body: BodyConfig = Field(default_factory=ColorBodyConfig)
+    mode: Literal["offline_quality", "live_latency"] = Field(
+        "offline_quality",
+        description="offline_quality = every segment, deterministic order; live_latency = gate static/silent "
+        "segments, commit identity first, enrich with the VLM afterwards",
+    )
 
 
 # ---------------------------------------------------------------------------------- providers
+
+
+class VLMStageConfig(Strict):
+    """The budget of one VLM stage."""
+
+    max_output_tokens: int = Field(800, ge=16, le=32768)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
+        None, description="sent only when set (reasoning models)"
+    )
+    timeout_s: float | None = Field(None, gt=0, le=600, description="default: vlm.timeout_s")
 
 
 class OpenAIVLMConfig(Strict):
@@ -131,6 +216,10 @@ class OpenAIVLMConfig(Strict):
     timeout_s: float = Field(60.0, gt=0, le=600)
     max_output_tokens: int = Field(800, ge=16, le=32768)
     max_concurrency: int = Field(2, ge=1, le=64)
+    max_attempts: int = Field(3, ge=1, le=10, description="attempts per call; retried only on 429/5xx/invalid JSON")
+    stages: dict[str, VLMStageConfig] = Field(
+        default_factory=dict, description="per-stage budgets by name: segment, identity, consolidate, chapter"
+    )
 
 
 class SourceConfig(Strict):
@@ -139,6 +228,11 @@ class SourceConfig(Strict):
     uri: str = Field(description="file path, rtsp://, http(s)://, /dev/videoN or a folder")
     camera_id: str | None = Field(None, description="default: derived from the source")
     enabled: bool = True
+    options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="source options: mode (offline_quality | live_latency), open_timeout_s, read_timeout_s, "
+        "rtsp_transport, stall_s, backoff_s, backoff_max_s, image_interval_s, video_size, framerate, input_format",
+    )
 
 
 class HTTPConfig(Strict):
@@ -147,6 +241,133 @@ class HTTPConfig(Strict):
     host: str = Field("127.0.0.1", description="bind address; non-loopback requires a token")
     port: int = Field(8765, ge=1, le=65535)
     token: SecretStr | None = Field(None, description="bearer token, as ${ENV}")
+
+
+class JudgeConfig(Strict):
+    """The judge model ``reflectworld eval qa`` scores answers with (defaults: the QA model's endpoint)."""
+
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint; null = qa.base_url")
+    model: str = Field(description="judge model name")
+    api_key: SecretStr | None = Field(None, description="use ${ENV}; null = qa.api_key")
+
+
+class QAConfig(Strict):
+    """The memory QA agent (``reflectworld ask``, the ``memory_ask`` tool): a tool-calling model."""
+
+    base_url: str = Field(description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1")
+    model: str = Field(description="chat model with tool calling (and vision, for key frames)")
+    api_key: SecretStr = Field(SecretStr(""), description="use ${ENV} — never write the key itself")
+    max_rounds: int = Field(6, ge=1, le=20, description="tool-calling rounds before it must answer")
+    max_images: int = Field(2, ge=0, le=6, description="key frames shown to the model per evidence call")
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    judge: JudgeConfig | None = Field(None, description="judge for `reflectworld eval qa`")
+
+
+class SemanticConfig(Strict):
+    """Semantic memory off the hot path: fact consolidation, chapters, per-camera context (issue 6)."""
+
+    enabled: bool = Field(True, description="run the background semantic runner")
+    consolidator: Literal["local", "llm"] = Field(
+        "local", description="local = deterministic rules (no API key); llm = the `vlm` endpoint, local fallback")
+    every_n: int = Field(5, ge=1, le=1000, description="consolidate an entity after every N new observations")
+    gamma: float = Field(0.2, gt=0, le=1, description="re-confirmation gain: w ← w + (1 − w)·γ")
+    initial_importance: float = Field(0.5, ge=0, le=1, description="importance of a new (non-identity) fact")
+    chapter_budget: int = Field(5, ge=1, le=1000, description="B: closed events per chapter")
+    chapter_interval_s: float = Field(3600.0, gt=0, description="write a chapter at least this often (media s)")
+    event_gap_s: float = Field(60.0, gt=0, description="a gap longer than this between segments closes an event")
+    context_min_traces: int = Field(20, ge=1, description="segments before a camera's context is first derived")
+    context_revise_every: int = Field(50, ge=1, description="new segments between context revisions")
+    timezone: str | None = Field(None, description="IANA zone for time-of-day habits; null = this machine's")
+    queue_size: int = Field(256, ge=1, le=100_000, description="committed segments waiting; overflow is dropped")
+    max_entities_per_run: int = Field(4, ge=1, le=100, description="consolidations per processed segment")
+
+
+# ---------------------------------------------------------------------------------- rules + notifications
+
+
+class WebhookChannelConfig(Strict):
+    """A webhook receiver: JSON POST signed with HMAC-SHA256 (header X-ReflectWorld-Signature)."""
+
+    url: str = Field(description="receiver URL, e.g. https://example.org/hooks/reflectworld")
+    secret: SecretStr = Field(SecretStr(""), description="HMAC key, as ${ENV}; empty = unsigned")
+
+
+class OpenClawChannelConfig(Strict):
+    """The OpenClaw gateway hook (``POST {url}/hooks/agent`` with a bearer token)."""
+
+    url: str = Field(description="gateway base URL, e.g. http://127.0.0.1:18789 (/hooks/agent is appended)")
+    token: SecretStr = Field(description="the gateway's hooks.token, as ${ENV}")
+
+
+class NtfyChannelConfig(Strict):
+    """An ntfy-style topic URL (plain-text POST with Title/Priority/Tags headers)."""
+
+    url: str = Field(description="topic URL, e.g. https://ntfy.sh/my-cameras")
+    token: SecretStr | None = Field(None, description="access token, as ${ENV}; none = public topic")
+
+
+class ChannelsConfig(Strict):
+    """Out-of-band delivery channels (poll and the MCP resource need no configuration)."""
+
+    webhook: WebhookChannelConfig | None = Field(None, description="none = no webhook")
+    openclaw: OpenClawChannelConfig | None = Field(None, description="none = no OpenClaw hook")
+    ntfy: NtfyChannelConfig | None = Field(None, description="none = no ntfy topic")
+    max_attempts: int = Field(5, ge=1, le=20, description="HTTP attempts per notification (retries on 429/5xx)")
+    backoff_s: float = Field(0.5, gt=0, le=60, description="first retry delay; doubles each attempt")
+    timeout_s: float = Field(10.0, gt=0, le=120, description="per-request timeout")
+
+
+class QuietHoursConfig(Strict):
+    """A daily local-time window (``start > end`` wraps past midnight)."""
+
+    start: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, e.g. 22:00")
+    end: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, e.g. 07:00")
+
+
+class NotifyPolicyConfig(Strict):
+    """How a camera's rule signals become notifications."""
+
+    channels: list[Literal["poll", "webhook", "openclaw", "ntfy"]] = Field(
+        default_factory=lambda: ["poll"], description="where sent notifications go (poll = notify_poll + resource)")
+    min_severity: Literal["info", "warning", "critical"] = Field("info", description="suppress rules below this")
+    quiet_hours: QuietHoursConfig | None = Field(None, description="suppress everything below critical")
+    timezone: str | None = Field(None, description="IANA zone of quiet_hours; none = this machine's")
+    event_gap_s: float = Field(60.0, ge=0, le=86400, description="matches closer than this are one event")
+    attach_keyframe: bool = Field(True, description="attach the key frame (base64) to webhook payloads")
+
+
+class NotificationsConfig(Strict):
+    """Notification channels and the default per-camera policy."""
+
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    policy: NotifyPolicyConfig = Field(default_factory=NotifyPolicyConfig, description="default for every camera")
+    cameras: dict[str, NotifyPolicyConfig] = Field(default_factory=dict, description="per-camera policy overrides")
+
+
+class RuleConfig(Strict):
+    """An initial rule (added at start-up; idempotent)."""
+
+    text: str = Field(min_length=1, description="what to notice, in words (also shown to the VLM)")
+    cameras: list[str] = Field(default_factory=list, description="camera ids; empty = every camera")
+    conditions: dict[str, Any] = Field(
+        default_factory=dict, description="local conditions: entities, objects, objects_mode, overlap, zone, "
+        "time_window {start, end}, timezone, absent_minutes (see memory/procedural.py RuleConditions)")
+    severity: Literal["info", "warning", "critical"] = "info"
+    cooldown_s: float = Field(300.0, ge=0, le=7 * 86400, description="minimum time between two deliveries")
+    enabled: bool = True
+
+    @field_validator("conditions")
+    @classmethod
+    def _check_conditions(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            return value
+        from memory.procedural import RuleConditions  # lazy: keeps `validate` light for manifests without
+
+        try:
+            return RuleConditions.model_validate(value).model_dump(exclude_defaults=True)
+        except ValidationError as exc:
+            detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"invalid rule conditions ({detail})") from None
 
 
 class ServerConfig(Strict):
@@ -168,6 +389,10 @@ class Manifest(Strict):
     vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")
     sources: list[SourceConfig] = Field(default_factory=list)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+    rules: list[RuleConfig] = Field(default_factory=list, description="initial rules, added at start-up")
+    semantic: SemanticConfig = Field(default_factory=SemanticConfig)
+    qa: QAConfig | None = Field(None, description="QA agent model; none = memory_ask is unavailable")
 
     def store_uri(self) -> str:
         """The store URI, with the default filled in and ``~`` expanded."""
@@ -220,12 +445,16 @@ def _substitute_env(node: Any, path: str, problems: list[ManifestProblem]) -> An
     return _ENV_REF.sub(replace, node)
 
 
+#: discriminator values pydantic inserts into error locations
+_TAGS = {"minilm", "hash", "openai", "yunet", "none", "ssd", "yolo", "rapidocr", "whisper", "color", "onnx"}
+
+
 def _loc_to_path(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in {"minilm", "hash", "openai", "yunet", "none"} and parts:
+        elif item in _TAGS and parts:
             continue  # discriminated-union tag pydantic inserts into the location
         else:
             parts.append(f".{item}" if parts else str(item))

@@ -6,11 +6,12 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from memory.models import Entity, SearchHit
 from tools.errors import tool_errors
+from tools.results import clip, clock, itemize, structured
 
 __all__ = ["register"]
 
@@ -36,6 +37,8 @@ class MemoryItem(BaseModel):
     before: list[dict[str, Any]] = Field(description="earlier neighbours, oldest first")
     after: list[dict[str, Any]] = Field(description="later neighbours, oldest first")
     entities: list[Entity]
+    children: list[dict[str, Any]] = Field(
+        default_factory=list, description="chapters (sch_…): the traces they index, in time order")
 
 
 def register(server: MCPServer[Any], max_results: int = 50) -> None:
@@ -59,7 +62,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ] = "hybrid",
         limit: Annotated[int, Field(ge=1, le=50, description="hits per page")] = 10,
         offset: Annotated[int, Field(ge=0, le=10_000, description="skip this many hits (paging)")] = 0,
-    ) -> SearchResults:
+    ) -> Annotated[CallToolResult, SearchResults]:
         """Search the long-term memory of what the cameras saw and heard.
 
         Returns ids, text, scores, media times and linked entity / key-frame ids. Open a hit with
@@ -77,22 +80,24 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
                 limit=limit + 1, offset=offset, mode=mode,
             )
         more = len(hits) > limit
-        return SearchResults(
+        results = SearchResults(
             query=query, level=level, mode=mode, hits=hits[:limit], next_offset=offset + limit if more else None
         )
+        return structured(results, _search_summary(results))
 
     def memory_get(
         id: Annotated[str, Field(description="a memory id from memory_search (trc_…, obs_…, sch_…, fct_…) or an entity id")],
         ctx: Context[Any],
         neighbors: Annotated[int, Field(ge=0, le=10, description="how many earlier and later memories to include")] = 2,
-    ) -> MemoryItem:
+    ) -> Annotated[CallToolResult, MemoryItem]:
         """Open one memory: the full record, its time-ordered neighbours and the entities in it."""
         with tool_errors("memory_get"):
             result = ctx.request_context.lifespan_context.store.get(id, neighbors=neighbors)
-        return MemoryItem(
+        item = MemoryItem(
             id=id, level=result.level, item=result.item, before=result.before, after=result.after,
-            entities=result.entities,
+            entities=result.entities, children=result.children,
         )
+        return structured(item, _item_summary(item))
 
     def memory_visual_evidence(
         id: Annotated[str, Field(description="a trace, observation or key-frame id (kf_…), or an entity id")],
@@ -115,6 +120,29 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
     server.add_tool(memory_search, annotations=READ_ONLY)
     server.add_tool(memory_get, annotations=READ_ONLY)
     server.add_tool(memory_visual_evidence, annotations=READ_ONLY, structured_output=False)
+
+
+def _search_summary(results: SearchResults) -> str:
+    """One line per hit (id, where/when, a few words); the full records are structured content."""
+    more = f"more: offset={results.next_offset}" if results.next_offset is not None else "no more hits"
+    header = f"{len(results.hits)} {results.level} hit(s) for {clip(results.query, 40)!r} ({more})"
+    if not results.hits:
+        header += "; try other words, another level, or mode='vector'"
+    lines = [
+        f"{h.id} [{h.camera_id or '-'} {clock(h.t_start)}–{clock(h.t_end)}] {h.score:.3f} {clip(h.text, 60)}"
+        for h in results.hits
+    ]
+    return itemize(header, lines)
+
+
+def _item_summary(item: MemoryItem) -> str:
+    """Where the memory sits and what links from it; the full record is structured content."""
+    rec = item.item
+    where = f"{rec.get('camera_id', '-')} {clock(rec.get('t_start'))}–{clock(rec.get('t_end'))}"
+    entities = ", ".join(e.id for e in item.entities[:8]) or "none"
+    frames = len(item.item.get("keyframe_ids") or [])
+    return (f"{item.id} ({item.level}, {where}): {len(item.before)} earlier and {len(item.after)} later "
+            f"neighbour(s); entities: {entities}; {frames} key frame(s) (memory_visual_evidence)")
 
 
 def _keyframe_ids_for(store: Any, item_id: str) -> list[str]:

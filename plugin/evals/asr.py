@@ -1,0 +1,75 @@
+"""``reflectworld eval asr FOLDER``: word error rate of the local speech-to-text.
+
+FOLDER holds audio (or video) files and ``transcripts.json`` mapping each file name to its
+reference text. Every listed file is decoded to 16 kHz mono, transcribed with the packaged
+Whisper tiny.en (extra ``asr``), and compared after normalisation (lower case, punctuation
+removed). The reported WER is corpus-level: total word edits / total reference words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from plugin.errors import PluginError
+
+__all__ = ["add_parser", "evaluate"]
+
+logger = logging.getLogger(__name__)
+
+
+def evaluate(folder: Path) -> dict[str, object]:
+    """Transcribe every file of ``folder/transcripts.json``; return wer, n and per-file rows.
+
+    Raises:
+        PluginError: the folder or its transcripts.json is missing/invalid, or ASR is unavailable.
+    """
+    from perception.asr import WhisperTranscriber, load_audio, word_error_rate
+
+    index = folder / "transcripts.json"
+    if not index.is_file():
+        raise PluginError(f"{index} not found; write a JSON object mapping file names in {folder} to reference text")
+    try:
+        references = json.loads(index.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PluginError(f"{index} is not valid JSON ({exc}); fix it") from None
+    if not isinstance(references, dict) or not references:
+        raise PluginError(f"{index} must be a non-empty object {{\"file.wav\": \"reference text\"}}")
+    asr = WhisperTranscriber()
+    if not asr.available:
+        raise PluginError("speech-to-text is unavailable; pip install 'reflectworld-mm[asr]'")
+    edits = words = 0
+    rows: list[dict[str, object]] = []
+    for name, reference in sorted(references.items()):
+        path = folder / name
+        if not path.is_file():
+            raise PluginError(f"{path} is listed in transcripts.json but missing; add it or remove the entry")
+        hypothesis = asr.transcribe(load_audio(path)).text
+        e, n = word_error_rate(str(reference), hypothesis)
+        edits, words = edits + e, words + n
+        rows.append({"file": name, "wer": round(e / max(n, 1), 4), "hypothesis": hypothesis})
+    return {"wer": round(edits / max(words, 1), 4), "n": len(rows), "files": rows}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from plugin.cli import _out
+
+    result = evaluate(Path(args.folder))
+    if args.json:
+        _out(json.dumps({"wer": result["wer"], "n": result["n"]}))
+        return 0
+    _out("protocol: each file → 16 kHz mono → Whisper tiny.en (greedy) → normalised words; WER = edits / ref words")
+    for row in result["files"]:  # type: ignore[attr-defined]
+        _out(f"  {row['wer']:6.3f}  {row['file']}: {row['hypothesis']}")
+    _out(f"WER {result['wer']:.4f} over {result['n']} file(s)")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``reflectworld eval asr``."""
+    p = sub.add_parser("asr", help="word error rate of speech-to-text against FOLDER/transcripts.json")
+    p.add_argument("folder", help="folder with audio files and transcripts.json (file name → reference text)")
+    p.add_argument("--json", action="store_true", help='print one JSON object {"wer", "n"}')
+    p.set_defaults(func=_run)

@@ -1,0 +1,323 @@
+"""The background ingest worker: one supervised runner per source, several at once.
+
+:class:`Worker` is started by the lifespan of ``reflectworld serve`` and by the headless
+``reflectworld run``. Each capture is a :class:`_Runner` thread:
+
+* **files** go through :func:`perception.ingest_file` (resumable from ``ingest_log``: after a crash
+  or ``kill -9`` a restart continues after the last committed segment, none lost, none duplicated);
+* **image folders and live sources** go through a :class:`perception.gateway.Gateway` (bounded
+  queue, drops counted on live sources, reconnect with backoff, stall watchdog) and
+  :func:`perception.ingest.ingest_live`, continuing the source's segment indices.
+
+Analysis + write of a segment hold one lock per worker, so identity decisions of concurrent
+sources are serialised while decoding runs in parallel. ``on_commit(SegmentWrite)`` is called
+after every committed segment; ``on_source_event(camera_id, "offline" | "online", detail)`` when a
+live source drops out or comes back. :meth:`Worker.stop` is graceful: each runner finishes (or,
+if shorter than the minimum segment length, discards) its in-flight segment.
+
+A bad source fails fast in :meth:`Worker.start_capture`: the URI is parsed, files are probed and
+live sources must deliver a first frame within their open/read timeouts, else ``SourceError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.models import SegmentWrite
+from perception.gateway import Gateway, Mode
+from perception.ingest import IngestSettings, ingest_file, ingest_live, live_start_point
+from perception.pipeline import AnalysisStore
+from perception.sources import (
+    PhoneSource,
+    Source,
+    SourceError,
+    VideoIn,
+    make_source,
+    redact_uri,
+)
+from perception.video import iter_frames, probe
+from perception.vlm_describer import VLMSegmentStage
+
+__all__ = ["CaptureInfo", "SourceEventCallback", "Worker"]
+
+logger = logging.getLogger(__name__)
+
+SourceEventCallback = Callable[[str, str, str], None]
+
+
+@dataclass
+class CaptureInfo:
+    """What ``capture_status`` reports about one capture."""
+
+    camera_id: str
+    source: str
+    kind: str
+    live: bool
+    state: str
+    started_at: float
+    segments_written: int = 0
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class _Runner:
+    """One source's supervised ingest thread."""
+
+    def __init__(self, worker: Worker, source: Source, camera_id: str, mode: Mode) -> None:
+        self.worker = worker
+        self.source = source
+        self.camera_id = camera_id
+        self.mode = mode
+        self.stop = threading.Event()
+        self.gateway: Gateway | None = None
+        self.state = "starting"
+        self.error: str | None = None
+        self.written = 0
+        self.progress_s = 0.0
+        self.started_at = time.time()
+        self.thread = threading.Thread(target=self._run, name=f"capture:{camera_id}", daemon=True)
+
+    def _commit(self, write: SegmentWrite) -> None:
+        self.written += 1
+        if self.worker.on_commit is not None:
+            try:
+                self.worker.on_commit(write)
+            except Exception:  # a hook must never stop ingestion
+                logger.exception("on_commit hook failed for %s", self.camera_id)
+
+    def _event(self, event: str, detail: str) -> None:
+        logger.warning("source %s (%s) is %s: %s", self.camera_id, self.source.key, event, detail)
+        if self.worker.on_source_event is not None:
+            try:
+                self.worker.on_source_event(self.camera_id, event, detail)
+            except Exception:
+                logger.exception("on_source_event hook failed for %s", self.camera_id)
+
+    def _run(self) -> None:
+        w = self.worker
+        try:
+            self.state = "running"
+            if self.source.kind == "file":
+                def progress(done_s: float, _total: float, _n: int) -> None:
+                    self.progress_s = done_s
+
+                report = ingest_file(self.source.uri, w.store, w.settings, camera_id=self.camera_id,
+                                     progress=progress, on_commit=self._commit, stop=self.stop,
+                                     commit_lock=w.commit_lock, vlm_stage=w.vlm_stage,
+                                     active_rules=w.active_rules)
+                self.state = "done" if report.done else "stopped"
+                return
+            first_index, t_base = live_start_point(w.store, self.source.key)
+            start_s = 0.0
+            if not self.source.live:
+                state = w.store.ingest_state(self.source.key)
+                if state is not None and state.done:
+                    self.state = "done"
+                    return
+                start_s = state.last_t_end if state is not None and state.last_segment_index >= 0 else 0.0
+            self.gateway = Gateway(self.source, w.settings.sample_fps, mode=self.mode, start_s=start_s,
+                                   t_base=t_base if self.source.live else 0.0, on_event=self._event,
+                                   stall_s=float(self.source.options.get("stall_s", 15.0)),
+                                   backoff_s=float(self.source.options.get("backoff_s", 0.5)),
+                                   backoff_max_s=float(self.source.options.get("backoff_max_s", 30.0)))
+            self.gateway.start()
+            try:
+                ingest_live(self.gateway, w.store, w.settings, self.camera_id, first_index=first_index,
+                            stop=self.stop, on_commit=self._commit, commit_lock=w.commit_lock,
+                            final=not self.source.live, vlm_stage=w.vlm_stage, active_rules=w.active_rules)
+            finally:
+                self.gateway.stop()
+            if not self.source.live and not self.stop.is_set():
+                w.store.mark_source_done(self.source.key, self.camera_id)
+                self.state = "done"
+            else:
+                self.state = "stopped"
+        except SourceError as exc:
+            self.state, self.error = "failed", redact_uri(str(exc))
+            logger.error("capture %s failed: %s", self.camera_id, self.error)
+        except Exception as exc:  # the worker's top loop: keep the traceback, report the failure
+            self.state, self.error = "failed", redact_uri(f"{type(exc).__name__}: {exc}")
+            logger.exception("capture %s failed", self.camera_id)
+
+    def info(self) -> CaptureInfo:
+        stats: dict[str, Any] = self.gateway.stats.as_dict() if self.gateway is not None else {}
+        if self.source.kind == "file":
+            stats["progress_s"] = round(self.progress_s, 2)
+        error = self.error or (stats.get("last_error") if stats.get("state") == "reconnecting" else None)
+        return CaptureInfo(camera_id=self.camera_id, source=self.source.key, kind=self.source.kind,
+                           live=self.source.live, state=self.state, started_at=self.started_at,
+                           segments_written=self.written, error=error, stats=stats)
+
+
+class Worker:
+    """Runs captures in the background; thread-safe; see the module docstring."""
+
+    def __init__(self, store: AnalysisStore, settings: IngestSettings, *, mode: Mode = "offline_quality",
+                 on_commit: Callable[[SegmentWrite], None] | None = None,
+                 on_source_event: SourceEventCallback | None = None, probe_timeout_s: float = 10.0,
+                 vlm_stage: VLMSegmentStage | None = None,
+                 active_rules: Callable[[str], list[str]] | None = None) -> None:
+        self.store = store
+        self.vlm_stage = vlm_stage  # the VLM describer (manifest `vlm`); None = the local describer
+        self.active_rules = active_rules
+        self.settings = settings
+        self.mode = mode
+        self.on_commit = on_commit
+        self.on_source_event = on_source_event
+        self.probe_timeout_s = probe_timeout_s
+        self.commit_lock = threading.Lock()
+        self._runners: dict[str, _Runner] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ captures
+
+    def start_capture(self, uri: str, camera_id: str | None = None, options: dict[str, Any] | None = None) -> CaptureInfo:
+        """Check the source and start ingesting it.
+
+        Raises:
+            SourceError: the source is missing, unsupported, unreachable or unreadable.
+            ValueError: ``camera_id`` is already capturing.
+        """
+        opts = dict(options or {})
+        mode: Mode = opts.pop("mode", self.mode)
+        source = make_source(uri, opts)
+        camera = camera_id or source.default_camera
+        with self._lock:
+            current = self._runners.get(camera)
+            if current is not None and current.thread.is_alive():
+                raise ValueError(f"camera {camera!r} is already capturing {current.source.key}; "
+                                 "call capture_stop first or pass another camera_id")
+        self._check(source)
+        runner = _Runner(self, source, camera, mode)
+        with self._lock:
+            self._runners[camera] = runner
+        runner.thread.start()
+        logger.info("capture %s started: %s (%s)", camera, source.key, source.kind)
+        return runner.info()
+
+    def _check(self, source: Source) -> None:
+        """Fail fast on a bad source (bounded by the source's open/read timeouts)."""
+        if source.kind == "file":
+            probe(source.uri)
+            return
+        if isinstance(source, PhoneSource):
+            return
+        stop = threading.Event()
+        stream = source.open_stream(stop)
+        deadline = time.monotonic() + float(source.options.get("open_timeout_s", self.probe_timeout_s)) + 5.0
+        try:
+            for item in stream:
+                if isinstance(item, VideoIn):
+                    return
+                if time.monotonic() > deadline:
+                    break
+        finally:
+            stream.close()
+        raise SourceError(f"{source.key!r} delivered no video frame; check that it is a video source", source.key)
+
+    def stop_capture(self, camera_id: str, timeout: float = 30.0) -> CaptureInfo:
+        """Stop a capture gracefully and wait for it.
+
+        Raises:
+            KeyError: no capture with that camera id.
+        """
+        with self._lock:
+            runner = self._runners.get(camera_id)
+        if runner is None:
+            raise KeyError(f"no capture for camera {camera_id!r}; call capture_status to list captures")
+        runner.stop.set()
+        if runner.gateway is not None:
+            runner.gateway.stop_event.set()
+        runner.thread.join(timeout)
+        return runner.info()
+
+    def status(self, camera_id: str | None = None) -> list[CaptureInfo]:
+        """Captures (running and finished), or one.
+
+        Raises:
+            KeyError: ``camera_id`` is unknown.
+        """
+        with self._lock:
+            runners = list(self._runners.values())
+        if camera_id is not None:
+            runners = [r for r in runners if r.camera_id == camera_id]
+            if not runners:
+                raise KeyError(f"no capture for camera {camera_id!r}; call capture_status to list captures")
+        return [r.info() for r in runners]
+
+    def snapshot(self, camera_id: str) -> tuple[Any, float]:
+        """The latest frame of a capture as ``(BGR image, media time)``.
+
+        Raises:
+            KeyError: unknown camera. ValueError: no frame yet.
+        """
+        with self._lock:
+            runner = self._runners.get(camera_id)
+        if runner is None:
+            raise KeyError(f"no capture for camera {camera_id!r}; call capture_status to list captures")
+        if runner.gateway is not None and runner.gateway.latest is not None:
+            return runner.gateway.latest.image_bgr, runner.gateway.latest.t
+        if runner.source.kind == "file":
+            start = runner.progress_s + probe(runner.source.uri).start_s
+            frames = iter_frames(runner.source.uri, 1.0, start_s=start)
+            try:
+                frame = next(frames, None)
+            finally:
+                frames.close()
+            if frame is not None:
+                return frame.image_bgr, frame.t
+        raise ValueError(f"camera {camera_id!r} has no frame yet; try again in a few seconds")
+
+    def phone_source(self, camera_id: str) -> PhoneSource:
+        """The phone source of ``camera_id``, starting a capture ``phone:<camera_id>`` if none runs."""
+        with self._lock:
+            runner = self._runners.get(camera_id)
+        if runner is not None and runner.thread.is_alive():
+            if not isinstance(runner.source, PhoneSource):
+                raise ValueError(f"camera {camera_id!r} is capturing {runner.source.key}, not a phone")
+            return runner.source
+        self.start_capture(f"phone:{camera_id}", camera_id, {"mode": "live_latency"})
+        with self._lock:
+            source = self._runners[camera_id].source
+        assert isinstance(source, PhoneSource)
+        return source
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start_sources(self, sources: list[Any]) -> list[str]:
+        """Start the manifest's enabled sources; a bad one is logged (and returned), the others still start."""
+        errors: list[str] = []
+        for cfg in sources:
+            if not getattr(cfg, "enabled", True):
+                continue
+            try:
+                self.start_capture(cfg.uri, cfg.camera_id, dict(getattr(cfg, "options", None) or {}))
+            except (SourceError, ValueError) as exc:
+                logger.error("source %s not started: %s", redact_uri(cfg.uri), exc)
+                errors.append(f"{redact_uri(cfg.uri)}: {exc}")
+        return errors
+
+    def idle(self) -> bool:
+        """No capture is running any more (every file and folder finished, no live source left)."""
+        with self._lock:
+            return not any(r.thread.is_alive() for r in self._runners.values())
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop every capture gracefully (in parallel) and wait for them."""
+        with self._lock:
+            runners = list(self._runners.values())
+        for runner in runners:
+            runner.stop.set()
+            if runner.gateway is not None:
+                runner.gateway.stop_event.set()
+            if isinstance(runner.source, PhoneSource):
+                runner.source.feed.close()
+        deadline = time.monotonic() + timeout
+        for runner in runners:
+            runner.thread.join(max(0.1, deadline - time.monotonic()))
+        logger.info("worker stopped (%d capture(s))", len(runners))

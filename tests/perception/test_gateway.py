@@ -1,0 +1,102 @@
+"""The stream gateway: no drops for files in offline_quality, drops counted for live, reconnect on stall."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from perception import IngestSettings, MediaError, ingest_file
+from perception.gateway import AudioChunk, Gateway
+from perception.sources import AVSource, SourceError, make_source
+from perception.video import Frame, iter_frames
+from memory import MemoryStore
+from tests.plugin.stream_media import http_server, make_clip
+
+
+def _wait(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_file_in_offline_quality_mode_never_drops_even_with_a_tiny_queue(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "c.mp4", seconds=3.0, audio=True)
+    gw = Gateway(make_source(str(clip)), 4.0, mode="offline_quality", queue_size=2).start()
+    assert _wait(lambda: gw._queue.full(), 10)  # the decoder is blocked on the full queue, not dropping
+    items = list(gw.items())
+    frames = [i for i in items if isinstance(i, Frame)]
+    assert [f.index for f in frames] == [f.index for f in iter_frames(clip, 4.0)]
+    assert any(isinstance(i, AudioChunk) for i in items)
+    assert gw.stats.dropped == 0 and gw.stats.state == "done" and gw.finished
+
+
+def test_live_latency_mode_drops_and_counts_frames_when_the_consumer_falls_behind(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "c.mp4", seconds=4.0)
+    gw = Gateway(AVSource(uri=str(clip), kind="file", live=False, options={"audio": False}), 4.0,
+                 mode="live_latency", queue_size=3).start()
+    assert _wait(lambda: gw.stats.state == "done", 20)  # decoded to the end without waiting for us
+    delivered = [i for i in gw.items() if isinstance(i, Frame)]
+    assert len(delivered) == 3
+    assert gw.stats.dropped == 16 - 3
+    assert gw.stats.as_dict()["dropped"] == 13
+
+
+def test_a_corrupt_file_gives_the_documented_error(tmp_path: Path, store: MemoryStore) -> None:
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x13" * 4000)
+    with pytest.raises(SourceError, match="corrupt or not an audio/video format"):
+        list(Gateway(make_source(str(bad)), 4.0).start().items())
+    with pytest.raises(MediaError, match="corrupt"):
+        ingest_file(bad, store, IngestSettings(faces=False))
+
+
+class _StallingHandler(http.server.BaseHTTPRequestHandler):
+    """First request: half the stream, then silence with the connection held open. Later: the whole stream."""
+
+    payload = b""
+    requests = 0
+    release = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        cls = type(self)
+        cls.requests += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "video/mp2t")
+        self.end_headers()
+        if cls.requests == 1:
+            self.wfile.write(cls.payload[: len(cls.payload) // 2])
+            self.wfile.flush()
+            cls.release.wait(30)  # stall: no bytes, no close
+            return
+        self.wfile.write(cls.payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_stalled_http_stream_triggers_a_reconnect(tmp_path: Path) -> None:
+    ts = make_clip(tmp_path / "s.ts", seconds=6.0, fmt="mpegts")
+    _StallingHandler.payload = ts.read_bytes()
+    events: list[str] = []
+    with http_server(tmp_path, _StallingHandler) as port:
+        source = make_source(f"http://user:pw@127.0.0.1:{port}/live.ts?token=abc",
+                             {"read_timeout_s": 1.0, "open_timeout_s": 5.0})
+        assert source.key == f"http://127.0.0.1:{port}/live.ts?token=***"
+        gw = Gateway(source, 4.0, backoff_s=0.1, on_event=lambda e, d: events.append(e)).start()
+        try:
+            assert _wait(lambda: gw.stats.reconnects >= 1, 20), gw.stats.as_dict()
+            assert _wait(lambda: "online" in events, 20), events
+            assert events[:2] == ["offline", "online"]
+            assert "pw" not in (gw.stats.last_error or "") and "abc" not in (gw.stats.last_error or "")
+            assert gw.stats.frames_in > 0
+        finally:
+            _StallingHandler.release.set()
+            gw.stop()
+    assert _StallingHandler.requests >= 2

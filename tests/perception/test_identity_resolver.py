@@ -1,0 +1,87 @@
+"""The resolver: match / new / ambiguous, pending weak evidence, unsafe evidence, decisions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from memory import GalleryFace
+from perception.faces import FaceDetection
+from perception.resolver import FaceInput, Resolver
+
+
+class _Ids:
+    def __init__(self, stored: int = 0) -> None:
+        self.stored = stored
+
+    def next_entity_id(self, kind: str) -> str:
+        return f"{kind}_{self.stored + 1:04d}"
+
+
+def _unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=128).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _mix(a: np.ndarray, b: np.ndarray, w: float) -> np.ndarray:
+    v = w * a + (1 - w) * b
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _face(vec: np.ndarray | None, t: float = 0.0, size: int = 100, score: float = 0.9,
+          sharpness: float | None = 200.0) -> FaceInput:
+    det = FaceDetection(box=(10, 10, size, size), score=score, landmarks=((20.0, 20.0),) * 5, row=np.zeros(15))
+    return FaceInput(detection=det, embedding=vec, frame_t=t, keyframe_id=f"kf_{t}", sharpness=sharpness)
+
+
+def test_unsafe_evidence_is_never_identified_nor_written() -> None:
+    r = Resolver([], _Ids())
+    out = r.resolve([_face(_unit(1), size=20), _face(_unit(2), score=0.6), _face(_unit(3), sharpness=2.0),
+                     _face(None)], "src", 0, now=0.0)
+    assert out.assignments == [None, None, None, None]
+    assert out.gallery_faces == [] and out.decisions == [] and not r.faces.entities
+    assert out.outcomes[0].startswith("unsafe:tiny") and "blurred" in out.outcomes[2]
+
+
+def test_a_weak_unknown_face_stays_pending_until_a_second_frame_confirms_it() -> None:
+    a = _unit(1)
+    r = Resolver([], _Ids())
+    first = r.resolve([_face(a, t=0.0, score=0.8)], "src", 0, now=0.0)
+    assert first.assignments == [None] and first.outcomes == ["pending"] and len(r.pending) == 1
+    second = r.resolve([_face(_mix(a, _unit(7), 0.8), t=2.0, score=0.8)], "src", 1, now=0.0)
+    assert second.assignments == ["person_0001"] and second.new_entity_ids == ["person_0001"]
+    decision = second.decisions[0]
+    assert decision.action == "confirm_pending" and json.loads(decision.evidence_json)[0]["pending_support"] == 2
+    assert not r.pending
+
+
+def test_a_strong_unknown_face_is_a_new_entity_and_a_known_one_matches() -> None:
+    a = _unit(1)
+    gallery = [GalleryFace(id="gal_1", entity_id="person_0003", embedding=a.tolist(), quality=0.5)]
+    r = Resolver(gallery, _Ids(stored=3))
+    out = r.resolve([_face(_mix(a, _unit(5), 0.7), t=0.0), _face(_unit(9), t=0.0)], "src", 4, now=1.0)
+    assert out.assignments == ["person_0003", "person_0004"]
+    actions = {d.entity_id: d.action for d in out.decisions}
+    assert actions == {"person_0003": "match", "person_0004": "new"}
+    match = next(d for d in out.decisions if d.action == "match")
+    assert match.score >= 0.363 and "matched the gallery" in match.reason
+
+
+def test_a_face_between_two_similar_entities_is_ambiguous_and_not_assigned() -> None:
+    a, b = _unit(1), _unit(2)
+    gallery = [GalleryFace(id="g1", entity_id="person_0001", embedding=a.tolist(), quality=0.5),
+               GalleryFace(id="g2", entity_id="person_0002", embedding=b.tolist(), quality=0.5)]
+    r = Resolver(gallery, _Ids(stored=2))
+    out = r.resolve([_face(_mix(a, b, 0.5))], "src", 0, now=0.0)
+    assert out.assignments == [None] and out.outcomes == ["ambiguous"] and out.gallery_faces == []
+
+
+def test_weak_matches_do_not_update_the_gallery() -> None:
+    a = _unit(1)
+    gallery = [GalleryFace(id="g1", entity_id="person_0001", embedding=a.tolist(), quality=0.5)]
+    r = Resolver(gallery, _Ids(stored=1))
+    out = r.resolve([_face(_mix(a, _unit(3), 0.6), score=0.8)], "src", 0, now=0.0)
+    assert out.assignments == ["person_0001"] and out.gallery_faces == []
+    strong = r.resolve([_face(_mix(a, _unit(4), 0.6), size=120)], "src", 1, now=0.0)
+    assert [g.entity_id for g in strong.gallery_faces] == ["person_0001"]

@@ -1,0 +1,96 @@
+"""Rule tools: add, list and remove the user's rules (procedural memory).
+
+A rule's text is shown to the vision-language model with every segment of its cameras; optional
+structured conditions are also checked locally on every committed segment. A match is evidence
+for the notification resolver (see ``notify_policy`` / ``notify_poll``), not a direct alert.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from memory.procedural import Rule, RuleConditions
+from tools.errors import tool_errors
+
+__all__ = ["register", "service_of"]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                              open_world_hint=False)
+
+
+class RuleList(BaseModel):
+    """The user's rules, oldest first."""
+
+    rules: list[Rule]
+    total: int = Field(description="rules matching the filter (the list may be capped)")
+
+
+class RuleRemoved(BaseModel):
+    """Result of rule_remove."""
+
+    removed: str = Field(description="the rule id that was deleted")
+
+
+def service_of(ctx: Context[Any]) -> Any:
+    """The server's NotificationService, or a ToolError saying why there is none."""
+    service = getattr(ctx.request_context.lifespan_context, "notifications", None)
+    if service is None:
+        raise ToolError("rules and notifications are not running on this server; restart it with a manifest "
+                        "(reflectworld serve --manifest FILE)")
+    return service
+
+
+def register(server: MCPServer[Any], max_results: int = 50) -> None:
+    """Add rule_add, rule_list and rule_remove to ``server``."""
+
+    def rule_add(
+        text: Annotated[str, Field(min_length=1, max_length=500, description=(
+            "what to notice, in plain words, e.g. 'someone at the front door at night'"))],
+        ctx: Context[Any],
+        camera: Annotated[str | None, Field(description="only this camera id; omit for every camera")] = None,
+        conditions: Annotated[RuleConditions | None, Field(description=(
+            "optional local conditions, all must hold: entities (ids or names, '*' = anyone), objects, "
+            "objects_mode any|all, overlap [[a, b]], zone [[x, y], …] normalised 0–1, time_window {start, end} "
+            "HH:MM, timezone, absent_minutes. Without conditions only the vision model evaluates the text."))] = None,
+        severity: Annotated[Literal["info", "warning", "critical"], Field(description=(
+            "critical ignores quiet hours; policies can suppress below a threshold"))] = "info",
+        cooldown: Annotated[float, Field(ge=0, le=7 * 86400, description=(
+            "seconds between two notifications of this rule for the same entity"))] = 300.0,
+    ) -> Rule:
+        """Add a rule (idempotent: the same text, camera and conditions give the same rule id)."""
+        service = service_of(ctx)
+        with tool_errors("rule_add"):
+            return service.procedural.add_rule(text, [camera] if camera else [], conditions, severity, cooldown)
+
+    def rule_list(
+        ctx: Context[Any],
+        camera: Annotated[str | None, Field(description="only rules that apply to this camera")] = None,
+    ) -> RuleList:
+        """List the rules (text, conditions, cameras, severity, cooldown, enabled), oldest first."""
+        service = service_of(ctx)
+        with tool_errors("rule_list"):
+            rules = service.procedural.list_rules(camera=camera)
+        return RuleList(rules=rules[:max_results], total=len(rules))
+
+    def rule_remove(
+        rule_id: Annotated[str, Field(description="a rule id (rule_…) from rule_list")],
+        ctx: Context[Any],
+    ) -> RuleRemoved:
+        """Delete a rule; its past notification decisions are kept."""
+        service = service_of(ctx)
+        with tool_errors("rule_remove"):
+            removed = service.procedural.remove_rule(rule_id)
+        if not removed:
+            raise ToolError(f"unknown rule id '{rule_id}'; call rule_list to see the rule ids")
+        return RuleRemoved(removed=rule_id)
+
+    server.add_tool(rule_add, annotations=WRITES)
+    server.add_tool(rule_list, annotations=READ_ONLY)
+    server.add_tool(rule_remove, annotations=DESTRUCTIVE)
