@@ -105,3 +105,14 @@ def test_missing_file_and_bad_syntax_are_clear(tmp_path: Path) -> None:
     bad.write_text("memory: [unclosed\n")
     with pytest.raises(ManifestError, match="cannot parse"):
         load_manifest(bad)
+
+
+def test_the_readme_manifest_example_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("```yaml\nuser_id") + len("```yaml\n"):]
+    block = block[: block.index("```")]
+    monkeypatch.setenv("WEBHOOK_SECRET", "s")
+    manifest = parse_manifest(yaml.safe_load(block), "README.md")
+    assert manifest.sources and manifest.rules and manifest.perception.objects.type == "ssd"
