@@ -321,6 +321,12 @@ class PerceptionRuntime:
         with self._lock:
             self._latest[camera_id] = LatestFrame(camera_id, t, jpeg, keyframe_id)
 
+    def on_commit(self, write: Any) -> None:
+        """Post-commit hook: remember the segment's newest key frame for ``perception_now``."""
+        if write.keyframes:
+            frame = max(write.keyframes, key=lambda k: k.t)
+            self.note_keyframe(write.camera_id, frame.t, frame.jpeg, frame.id)
+
     def latest_frame(self, camera_id: str | None = None) -> LatestFrame | None:
         """The newest key frame of ``camera_id`` (of any camera when ``None``)."""
         with self._lock:

@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from perception.sources import AudioIn, Source, SourceError, VideoIn, redact_uri
+from perception.sources import AudioIn, Source, SourceError, redact_uri
 from perception.video import ANALYSIS_MAX_SIDE, Frame, resize_long_side
 
 __all__ = ["AudioChunk", "Gateway", "Mode", "SourceStats"]

@@ -51,6 +51,7 @@ from perception.pipeline import AnalysisStore, IngestSettings, SegmentAnalyzer
 from perception.segment import Segment, Segmenter
 from perception.sources import AVSource, Source
 from perception.video import Frame, probe
+from perception.scheduler import Scheduler
 from perception.vlm_describer import VLMSegmentStage
 
 __all__ = ["IngestReport", "IngestSettings", "IngestStore", "ProgressCallback", "ingest_file", "ingest_live",
@@ -117,6 +118,7 @@ def ingest_file(
     commit_lock: threading.Lock | None = None,
     vlm_stage: VLMSegmentStage | None = None,
     active_rules: Callable[[str], list[str]] | None = None,
+    scheduler: Scheduler | None = None,
 ) -> IngestReport:
     """Ingest a video file into ``store``, resuming where an earlier run stopped.
 
@@ -134,6 +136,7 @@ def ingest_file(
             store (identity decisions are serialised per user).
         vlm_stage: describe segments with the VLM (falls back to the local describer per segment).
         active_rules: ``camera_id -> rule texts`` surfaced into the VLM prompt.
+        scheduler: the segment gate and its counters (``None``: every segment fully analysed).
 
     Raises:
         MediaError: the file is missing, unreadable or corrupt (a ``SourceError`` when decoding
@@ -166,7 +169,7 @@ def ingest_file(
         source=source, camera_id=camera, settings=settings, store=store, wall_clock=lambda t: mtime + t,
         size=stat.st_size, mtime=mtime, detector=detector, embedder=embedder,
         resolver=IdentityResolver(store.face_gallery(), store, threshold=settings.face_match_threshold),
-        vlm_stage=vlm_stage, active_rules=active_rules,
+        vlm_stage=vlm_stage, active_rules=active_rules, scheduler=scheduler,
     )
     vad = _vad() if info.has_audio else None
     intervals = speech_intervals_of(p, vad) if vad is not None else []
@@ -241,6 +244,7 @@ def ingest_live(
     embedder: FaceEmbedder | None = None,
     vlm_stage: VLMSegmentStage | None = None,
     active_rules: Callable[[str], list[str]] | None = None,
+    scheduler: Scheduler | None = None,
     audio_wait_s: float = 2.0,
     final: bool = False,
 ) -> int:
@@ -257,7 +261,7 @@ def ingest_live(
         source=source.key, camera_id=camera_id, settings=settings, store=store, wall_clock=gateway.wall_clock,
         detector=detector, embedder=embedder,
         resolver=IdentityResolver(store.face_gallery(), store, threshold=settings.face_match_threshold),
-        vlm_stage=vlm_stage, active_rules=active_rules,
+        vlm_stage=vlm_stage, active_rules=active_rules, scheduler=scheduler,
     )
     segmenter = Segmenter(settings.min_segment_s, settings.max_segment_s, settings.scene_threshold,
                           first_index=first_index)

@@ -32,6 +32,7 @@ from perception.keyframes import encode_jpeg, select_keyframes
 from perception.objects import ObjectDetection
 from perception.reid import Slot, unit
 from perception.resolver import Resolver
+from perception.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
 from perception.segment import DEFAULT_SCENE_THRESHOLD, Segment
 from perception.vlm_describer import VLMSegmentStage
 
@@ -113,6 +114,11 @@ class SegmentAnalyzer:
     vlm_stage: VLMSegmentStage | None = None
     #: active rule texts of a camera, surfaced into the VLM prompt
     active_rules: Callable[[str], list[str]] | None = None
+    #: the segment gate (``live_latency`` skips static/silent segments); ``None`` = analyse every one
+    scheduler: Scheduler | None = None
+    #: end of the previous segment and how many people it had (scheduler signals)
+    last_t_end: float | None = None
+    last_people: int = 0
 
     def __post_init__(self) -> None:
         body_gallery = getattr(self.store, "body_gallery", None)
@@ -160,6 +166,27 @@ def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: st
                                    sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
     lines = [line.text for line in models.ocr.read(image)] if models.ocr is not None else []
     return faces, objects, lines
+
+
+#: a gap in media time longer than this starts a new event (the scheduler always analyses its first segment)
+EVENT_GAP_S = 60.0
+
+
+def _gate(run: SegmentAnalyzer, segment: Segment) -> str:
+    """``skip`` / ``light`` / ``full`` for this segment; the scheduler decides and counts.
+
+    ``full`` runs every configured model; ``light`` only describes the key frames (with the VLM
+    when one is configured); ``skip`` keeps the local describer. Every segment is still committed,
+    with its key frames, so the timeline has no holes and resuming stays exact.
+    """
+    if run.scheduler is None:
+        return "full"
+    first = run.last_t_end is None or segment.t_start - run.last_t_end > EVENT_GAP_S
+    signals = SegmentSignals(
+        first_of_event=first, motion=segment_motion([f.image_bgr for f in segment.frames]),
+        audio_rms=audio_rms(segment.audio), speech=segment.speech, detections=run.last_people,
+        scene_cut=segment.cut_score >= run.settings.scene_threshold)
+    return run.scheduler.decide(signals).action
 
 
 def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: set[int]) -> list[FaceInput]:
@@ -211,20 +238,23 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     picks = select_keyframes(segment.frames, s.keyframes_per_segment, s.keyframe_min_gap_s)
     kf_ids = [stable_id("kf_", src, idx, pos) for pos in range(len(picks))]
 
+    action = _gate(run, segment)
+    deep = action == "full"  # detectors, re-ID and speech; "light" still gets the (VLM) describer
     faces: list[FaceInput] = []
     per_frame: list[tuple[int, int]] = []  # (start, end) into faces for each key frame
     labels: dict[str, int] = {}  # object label → most seen on one key frame
     text_lines: list[str] = []
     for pick, kf_id in zip(picks, kf_ids):
-        found, objects, lines = _perceive_frame(run, pick.frame.image_bgr, pick.frame.t, kf_id)
+        found, objects, lines = _perceive_frame(run, pick.frame.image_bgr, pick.frame.t, kf_id) if deep else ([], [], [])
         per_frame.append((len(faces), len(faces) + len(found)))
         faces.extend(found)
         for label in dict.fromkeys(o.label for o in objects):
             labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
         text_lines.extend(line for line in lines if line not in text_lines)
-    transcript = _transcribe(run, segment)
-    extra = _identity_faces(run, segment, {id(p.frame) for p in picks})
+    transcript = _transcribe(run, segment) if deep else Transcript()
+    extra = _identity_faces(run, segment, {id(p.frame) for p in picks}) if deep else []
     ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
+    run.last_t_end, run.last_people = segment.t_end, len(ids.entity_ids)
 
     # Entities: follow merges, then update last_seen once per segment (sightings: the store counts).
     canonical: dict[str, str] = {}
@@ -258,7 +288,7 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                          scene_cut=segment.cut_score >= s.scene_threshold,
                          faces_enabled=run.detector is not None, objects=labels, text_lines=text_lines,
                          transcript=transcript.text)
-    if run.vlm_stage is not None:
+    if run.vlm_stage is not None and action != "skip":
         text = _vlm_describe(run, facts, [p.frame.image_bgr for p in picks], faces, per_frame, assigned,
                              [e.id for e in entities])
     else:
@@ -281,7 +311,7 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         for eid in entity_ids if eid in text.observations
     ]
     models = run.perceivers or Perceivers()
-    full = run.detector is not None or models.objects is not None
+    full = deep and (run.detector is not None or models.objects is not None)
     trace = Trace(id=stable_id("trc_", src, idx), camera_id=run.camera_id, source=src, segment_index=idx,
                   t_start=segment.t_start, t_end=segment.t_end, wall_start=wall, summary=text.summary,
                   entity_ids=entity_ids, objects=list(labels), ocr_text=" | ".join(text_lines),

@@ -148,13 +148,16 @@ def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
     from perception.context import PerceptionRuntime
     from plugin.server import build_vlm_stage, rule_texts
 
-    runtime = PerceptionRuntime()
+    from perception.scheduler import Scheduler
+
+    runtime = PerceptionRuntime(scheduler=Scheduler(manifest.perception.mode, manifest.perception.level))
     vlm_stage = build_vlm_stage(manifest, runtime)
     try:
         with _Interrupt() as stop:
             report = ingest_file(path, store, ingest_settings(manifest), camera_id=camera,
                                  progress=_progress(path.name), on_commit=on_commit, stop=stop,
-                                 vlm_stage=vlm_stage, active_rules=rule_texts(notifications))
+                                 vlm_stage=vlm_stage, active_rules=rule_texts(notifications),
+                                 scheduler=runtime.scheduler)
         if semantic is not None and report.done:
             semantic.source_done(report.source, report.camera_id)
         return store, report

@@ -170,9 +170,10 @@ def create_server(manifest: Manifest | None = None) -> MCPServer[AppContext]:
         runtime = PerceptionRuntime(scheduler=Scheduler(manifest.perception.mode, manifest.perception.level))
         vlm_stage = build_vlm_stage(manifest, runtime)
         worker = Worker(store, ingest_settings(manifest),
-                        on_commit=chain_commits(semantic.on_commit if semantic else None, notifications.on_commit),
+                        on_commit=chain_commits(semantic.on_commit if semantic else None, notifications.on_commit,
+                                                runtime.on_commit),
                         on_source_event=notifications.on_source_event, mode=manifest.perception.mode,
-                        vlm_stage=vlm_stage, active_rules=rule_texts(notifications))
+                        vlm_stage=vlm_stage, active_rules=rule_texts(notifications), scheduler=runtime.scheduler)
         await anyio.to_thread.run_sync(worker.start_sources, manifest.sources)
         workers.append(worker)
         try:

@@ -41,6 +41,7 @@ from perception.sources import (
     redact_uri,
 )
 from perception.video import iter_frames, probe
+from perception.scheduler import Scheduler
 from perception.vlm_describer import VLMSegmentStage
 
 __all__ = ["CaptureInfo", "SourceEventCallback", "Worker"]
@@ -109,7 +110,7 @@ class _Runner:
                 report = ingest_file(self.source.uri, w.store, w.settings, camera_id=self.camera_id,
                                      progress=progress, on_commit=self._commit, stop=self.stop,
                                      commit_lock=w.commit_lock, vlm_stage=w.vlm_stage,
-                                     active_rules=w.active_rules)
+                                     active_rules=w.active_rules, scheduler=w.scheduler)
                 self.state = "done" if report.done else "stopped"
                 return
             first_index, t_base = live_start_point(w.store, self.source.key)
@@ -129,7 +130,8 @@ class _Runner:
             try:
                 ingest_live(self.gateway, w.store, w.settings, self.camera_id, first_index=first_index,
                             stop=self.stop, on_commit=self._commit, commit_lock=w.commit_lock,
-                            final=not self.source.live, vlm_stage=w.vlm_stage, active_rules=w.active_rules)
+                            final=not self.source.live, vlm_stage=w.vlm_stage, active_rules=w.active_rules,
+                            scheduler=w.scheduler)
             finally:
                 self.gateway.stop()
             if not self.source.live and not self.stop.is_set():
@@ -161,8 +163,10 @@ class Worker:
                  on_commit: Callable[[SegmentWrite], None] | None = None,
                  on_source_event: SourceEventCallback | None = None, probe_timeout_s: float = 10.0,
                  vlm_stage: VLMSegmentStage | None = None,
-                 active_rules: Callable[[str], list[str]] | None = None) -> None:
+                 active_rules: Callable[[str], list[str]] | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.store = store
+        self.scheduler = scheduler  # segment gate shared by every capture (its counters feed capture_status)
         self.vlm_stage = vlm_stage  # the VLM describer (manifest `vlm`); None = the local describer
         self.active_rules = active_rules
         self.settings = settings

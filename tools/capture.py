@@ -42,6 +42,21 @@ class CaptureList(BaseModel):
     """Every capture of this server, running or finished."""
 
     captures: list[CaptureState]
+    perception: dict[str, Any] = Field(
+        default_factory=dict, description="segment gate counts (analysed, skipped, light, full, reasons) and VLM "
+        "tokens (per stage, and per analysed segment)")
+
+
+def _perception_status(ctx: Context[Any]) -> dict[str, Any]:
+    """Scheduler counters and VLM token totals of the running server (empty without a runtime)."""
+    runtime = getattr(ctx.request_context.lifespan_context, "perception", None)
+    if runtime is None:
+        return {}
+    status = runtime.status()
+    analysed = int(status.get("scheduler", {}).get("analysed", 0) or 0)
+    tokens = sum(int(stage.get("total_tokens", 0)) for stage in status.get("vlm_tokens", {}).values())
+    status["vlm_tokens_per_segment"] = round(tokens / analysed, 1) if analysed else 0
+    return status
 
 
 def _worker(ctx: Context[Any]) -> Any:
@@ -102,8 +117,14 @@ def register(server: MCPServer[Any]) -> None:
         """List captures with their state and counters (frames per second, lag, dropped frames, reconnects, errors)."""
         with tool_errors("capture_status"):
             infos = _worker(ctx).status(camera_id)
-        result = CaptureList(captures=[CaptureState(**asdict(i)) for i in infos])
+        result = CaptureList(captures=[CaptureState(**asdict(i)) for i in infos],
+                             perception=_perception_status(ctx))
         text = "\n".join(_line(c) for c in result.captures) or "no captures; start one with capture_start"
+        gate = result.perception.get("scheduler", {})
+        if gate:
+            text += (f"\nsegments: {gate.get('analysed', 0)} analysed ({gate.get('full', 0)} full, "
+                     f"{gate.get('light', 0)} light), {gate.get('skipped', 0)} skipped; "
+                     f"VLM tokens per analysed segment: {result.perception.get('vlm_tokens_per_segment', 0)}")
         return structured(result, text)
 
     def capture_snapshot(

@@ -101,13 +101,14 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
             "name: a reference photo (path on the server) whose face is enrolled under name"))] = None,
         into_id: Annotated[str | None, Field(description="merge: the entity that absorbs entity_id")] = None,
         observation_ids: Annotated[list[str] | None, Field(description="split: obs_… ids (from entity_get)")] = None,
-    ) -> EntityUpdateResult:
+    ) -> Annotated[CallToolResult, EntityUpdateResult]:
         """Correct identities: name a person (or enrol a reference photo under a name), merge two entities
         that are the same person, split wrongly merged sightings off, or forget an entity completely
         (galleries, observations, facts and key frames where it was the only subject are erased)."""
         with tool_errors("entity_update"):
             store = ctx.request_context.lifespan_context.store
-            return _update(store, action, entity_id, name, image_path, into_id, observation_ids)
+            result = _update(store, action, entity_id, name, image_path, into_id, observation_ids)
+        return structured(result, _update_summary(result))
 
     server.add_tool(entity_list, annotations=READ_ONLY)
     server.add_tool(entity_get, annotations=READ_ONLY)
@@ -166,3 +167,12 @@ def _detail_summary(detail: EntityDetail) -> str:
             f"{len(detail.observations)} recent observation(s), {len(detail.keyframe_ids)} key frame(s) "
             "(open with memory_visual_evidence)."
             + "".join(f"\nfact {f.id} (w={f.importance:.2f}): {clip(f.text, 80)}" for f in detail.facts[:5]))
+
+
+def _update_summary(result: EntityUpdateResult) -> str:
+    """What changed, in one line; the entity record is structured content."""
+    if result.entity is None:
+        removed = ", ".join(f"{n} {table}" for table, n in result.removed.items() if n) or "nothing else"
+        return f"{result.action}: {result.message}; removed {removed}"
+    e = result.entity
+    return f"{result.action}: {result.message}. Now {_label(e)}: {e.kind}, seen in {e.sightings} segment(s)"

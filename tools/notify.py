@@ -15,12 +15,14 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from memory.procedural import NotifyPolicy, QuietHours
 from plugin.delivery import NOTIFICATIONS_URI, Notification
 from plugin.notify import to_notification
 from tools.errors import tool_errors
+from tools.results import clip, clock, itemize, structured
 from tools.rules import READ_ONLY, WRITES, service_of
 
 __all__ = ["CROSS_PROCESS_RECHECK_S", "register"]
@@ -63,7 +65,7 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
         timezone: Annotated[str | None, Field(description="IANA zone for quiet hours, e.g. Europe/Paris")] = None,
         event_gap_s: Annotated[float | None, Field(ge=0, le=86400, description=(
             "matches closer than this belong to one event and notify once"))] = None,
-    ) -> NotifyPolicy:
+    ) -> Annotated[CallToolResult, NotifyPolicy]:
         """Show or change a camera's notification policy; omitted fields keep their value.
 
         Returns the policy now in effect for that camera.
@@ -84,10 +86,10 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
                 raise ToolError(f"unknown timezone '{timezone}'; use an IANA name such as Europe/Paris") from None
         with tool_errors("notify_policy"):
             current = service.policy(camera)
-            if not changes:
-                return current
-            policy = NotifyPolicy.model_validate({**current.model_dump(), **changes, "camera_id": camera})
-            return service.procedural.set_policy(policy)
+            if changes:
+                policy = NotifyPolicy.model_validate({**current.model_dump(), **changes, "camera_id": camera})
+                current = service.procedural.set_policy(policy)
+        return structured(current, _policy_summary(current, changed=bool(changes)))
 
     async def notify_poll(
         ctx: Context[Any],
@@ -95,14 +97,18 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
         wait_s: Annotated[float, Field(ge=0, le=60, description="how long to wait for a new notification")] = 20.0,
         camera: Annotated[str | None, Field(description="only this camera id")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="at most this many notifications")] = 20,
-    ) -> PollResult:
+    ) -> Annotated[CallToolResult, PollResult]:
         """Wait for notifications sent after `since` (long-poll) and return them with the next cursor.
 
         Returns at once when some are pending, otherwise after the first arrives or wait_s passes.
         """
         service = service_of(ctx)
         _remember_legacy_session(ctx, service)
-        limit = min(limit, max_results)
+        result = await _poll(service, since, wait_s, camera, min(limit, max_results))
+        return structured(result, _poll_summary(result, wait_s))
+
+    async def _poll(service: Any, since: int, wait_s: float, camera: str | None, limit: int) -> PollResult:
+        """Long-poll the sent notifications after ``since`` (see notify_poll)."""
         deadline = anyio.current_time() + wait_s
         while True:
             version = service.hub.version
@@ -135,3 +141,21 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
     server.resource(NOTIFICATIONS_URI, name="notifications", mime_type="application/json",
                     description="latest notifications sent; updated (resource-updated event) on every new one")(
         notifications_resource)
+
+
+def _policy_summary(policy: NotifyPolicy, changed: bool) -> str:
+    """The policy in one line; structured content holds every field."""
+    quiet = f"{policy.quiet_hours.start}–{policy.quiet_hours.end}" if policy.quiet_hours else "none"
+    zone = f" ({policy.timezone})" if policy.timezone and policy.quiet_hours else ""
+    return (f"policy for camera {policy.camera_id} {'updated' if changed else '(unchanged)'}: "
+            f"channels {', '.join(policy.channels) or 'none'}; min severity {policy.min_severity}; "
+            f"quiet hours {quiet}{zone}; event gap {policy.event_gap_s:g} s")
+
+
+def _poll_summary(result: PollResult, wait_s: float) -> str:
+    """One line per notification; message, evidence and key frame are structured content."""
+    if not result.notifications:
+        return f"no new notifications within {wait_s:g} s; call again with since={result.cursor}"
+    lines = [f"{n.id} [{n.camera_id} {clock(n.t_start)}] {n.severity} {n.rule_id}: {clip(n.message, 60)}"
+             for n in result.notifications]
+    return itemize(f"{len(result.notifications)} notification(s)", lines, f"next: since={result.cursor}")

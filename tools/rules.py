@@ -11,11 +11,12 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from memory.procedural import Rule, RuleConditions
 from tools.errors import tool_errors
+from tools.results import clip, itemize, structured
 
 __all__ = ["register", "service_of"]
 
@@ -63,34 +64,50 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
             "critical ignores quiet hours; policies can suppress below a threshold"))] = "info",
         cooldown: Annotated[float, Field(ge=0, le=7 * 86400, description=(
             "seconds between two notifications of this rule for the same entity"))] = 300.0,
-    ) -> Rule:
+    ) -> Annotated[CallToolResult, Rule]:
         """Add a rule (idempotent: the same text, camera and conditions give the same rule id)."""
         service = service_of(ctx)
         with tool_errors("rule_add"):
-            return service.procedural.add_rule(text, [camera] if camera else [], conditions, severity, cooldown)
+            rule = service.procedural.add_rule(text, [camera] if camera else [], conditions, severity, cooldown)
+        return structured(rule, f"rule {_rule_line(rule)}")
 
     def rule_list(
         ctx: Context[Any],
         camera: Annotated[str | None, Field(description="only rules that apply to this camera")] = None,
-    ) -> RuleList:
+    ) -> Annotated[CallToolResult, RuleList]:
         """List the rules (text, conditions, cameras, severity, cooldown, enabled), oldest first."""
         service = service_of(ctx)
         with tool_errors("rule_list"):
             rules = service.procedural.list_rules(camera=camera)
-        return RuleList(rules=rules[:max_results], total=len(rules))
+        result = RuleList(rules=rules[:max_results], total=len(rules))
+        return structured(result, _list_summary(result))
 
     def rule_remove(
         rule_id: Annotated[str, Field(description="a rule id (rule_…) from rule_list")],
         ctx: Context[Any],
-    ) -> RuleRemoved:
+    ) -> Annotated[CallToolResult, RuleRemoved]:
         """Delete a rule; its past notification decisions are kept."""
         service = service_of(ctx)
         with tool_errors("rule_remove"):
             removed = service.procedural.remove_rule(rule_id)
         if not removed:
             raise ToolError(f"unknown rule id '{rule_id}'; call rule_list to see the rule ids")
-        return RuleRemoved(removed=rule_id)
+        return structured(RuleRemoved(removed=rule_id), f"rule {rule_id} removed; its past decisions are kept")
 
     server.add_tool(rule_add, annotations=WRITES)
     server.add_tool(rule_list, annotations=READ_ONLY)
     server.add_tool(rule_remove, annotations=DESTRUCTIVE)
+
+
+def _rule_line(rule: Rule) -> str:
+    """Id, scope, severity and the first words of a rule; conditions stay in structured content."""
+    cameras = ", ".join(rule.camera_ids) or "every camera"
+    off = "" if rule.enabled else ", disabled"
+    return f"{rule.id} ({rule.severity}, {cameras}{off}): {clip(rule.text, 60)}"
+
+
+def _list_summary(result: RuleList) -> str:
+    header = f"{len(result.rules)} of {result.total} rule(s)"
+    if not result.rules:
+        header += "; add one with rule_add"
+    return itemize(header, (_rule_line(r) for r in result.rules))

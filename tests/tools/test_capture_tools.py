@@ -71,6 +71,10 @@ async def test_a_file_capture_runs_to_the_end_and_a_snapshot_is_an_image(tmp_pat
             assert done["segments_written"] == 3 and done["kind"] == "file"
             found = await client.call_tool("memory_search", {"query": "scene", "camera": "porch"})
             assert len(found.structured_content["hits"]) == 3  # type: ignore[index]
+            status = (await client.call_tool("capture_status", {})).structured_content
+            gate = status["perception"]["scheduler"]  # type: ignore[index]
+            assert gate["analysed"] + gate["skipped"] == 3 and gate["mode"] == "offline_quality"
+            assert status["perception"]["vlm_tokens_per_segment"] == 0  # type: ignore[index]
             again = await client.call_tool("capture_start", {"source": str(clip)})
             assert not again.is_error  # a finished capture may be started again: nothing new to write
 
@@ -87,7 +91,7 @@ async def test_a_bad_source_gives_a_clear_error_without_the_password(tmp_path: P
             status = await client.call_tool("capture_status", {})
     text = " ".join(b.text for b in result.content if isinstance(b, TextContent))
     assert result.is_error and expected in text and "pw" not in text
-    assert status.structured_content == {"captures": []}
+    assert status.structured_content["captures"] == []  # type: ignore[index]
 
 
 async def test_a_corrupt_file_is_refused_with_the_documented_error(tmp_path: Path) -> None:
