@@ -31,7 +31,6 @@ The code is blocking; async callers run it with ``anyio.to_thread.run_sync``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
@@ -202,9 +201,7 @@ def ingest_file(
             if info.has_audio:
                 segment.audio = decode_audio(p, segment.t_start, segment.t_end)
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
-            with commit_lock or contextlib.nullcontext():
-                write = run.analyse(segment)
-                store.write_segment(write)
+            write = run.commit(segment, store, commit_lock)
             if on_commit is not None:
                 on_commit(write)
             written += 1
@@ -278,9 +275,7 @@ def ingest_live(
         if heard:
             seg.audio = buffer.slice(seg.t_start, seg.t_end)
             seg.speech = vad is not None and len(seg.audio) > 0 and vad.is_speech(seg.audio)
-        with commit_lock or contextlib.nullcontext():
-            write = run.analyse(seg)
-            store.write_segment(write)
+        write = run.commit(seg, store, commit_lock)
         if on_commit is not None:
             on_commit(write)
         buffer.trim_before(seg.t_end - 1.0)

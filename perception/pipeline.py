@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import cv2
 import numpy as np
@@ -34,7 +35,7 @@ from perception.reid import Slot, unit
 from perception.resolver import Resolver
 from perception.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
 from perception.segment import DEFAULT_SCENE_THRESHOLD, Segment
-from perception.vlm_describer import VLMSegmentStage
+from perception.vlm_describer import VLMSegmentResult, VLMSegmentStage, enrich_write
 
 __all__ = ["AnalysisStore", "IngestSettings", "SegmentAnalyzer"]
 
@@ -119,6 +120,8 @@ class SegmentAnalyzer:
     #: end of the previous segment and how many people it had (scheduler signals)
     last_t_end: float | None = None
     last_people: int = 0
+    #: live_latency: the deferred VLM enrichment of the segment just analysed
+    _enrichment: Callable[[SegmentWrite], SegmentWrite | None] | None = None
 
     def __post_init__(self) -> None:
         body_gallery = getattr(self.store, "body_gallery", None)
@@ -131,7 +134,38 @@ class SegmentAnalyzer:
         """Key frames, faces, objects, text, speech, identity and description of one segment, as one write."""
         if self.perceivers is None:
             self.perceivers = load_perceivers(self.settings)
+        self._enrichment = None
         return _analyse(self, segment)
+
+    @property
+    def two_phase(self) -> bool:
+        """``live_latency`` with a VLM: identities are committed before the VLM describes the segment."""
+        return self.scheduler is not None and self.scheduler.mode == "live_latency"
+
+    def commit(self, segment: Segment, store: AnalysisStore,
+               lock: AbstractContextManager[Any] | None = None) -> SegmentWrite:
+        """Analyse and store one segment; returns the identity-phase write (what hooks should see).
+
+        ``offline_quality``: one write, analysis and commit under ``lock``. ``live_latency`` with a
+        VLM: the identity-critical write is committed first under ``lock``; the VLM call runs
+        outside it and its text is reconciled in a second write (same ids). A failed enrichment
+        leaves the first write standing.
+        """
+        with lock or nullcontext():
+            first = self.analyse(segment)
+            store.write_segment(first)
+        enrich, self._enrichment = self._enrichment, None
+        if enrich is None:
+            return first
+        try:
+            enriched = enrich(first)
+        except Exception:  # the VLM path must never lose a committed segment
+            logger.exception("enrichment of segment %d failed; keeping the identity-phase write", segment.index)
+            return first
+        if enriched is not None:
+            with lock or nullcontext():
+                store.write_segment(enriched)
+        return first
 
 
 def _entity(run: SegmentAnalyzer, entity_id: str) -> Entity | None:
@@ -288,11 +322,16 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                          scene_cut=segment.cut_score >= s.scene_threshold,
                          faces_enabled=run.detector is not None, objects=labels, text_lines=text_lines,
                          transcript=transcript.text)
-    if run.vlm_stage is not None and action != "skip":
+    use_vlm = run.vlm_stage is not None and action != "skip"
+    if use_vlm and not run.two_phase:
         text = _vlm_describe(run, facts, [p.frame.image_bgr for p in picks], faces, per_frame, assigned,
                              [e.id for e in entities])
     else:
         text = run.describer.describe(facts)
+    if use_vlm and run.two_phase:  # live_latency: commit identities now, let the VLM enrich the text after
+        images, entity_list = [p.frame.image_bgr for p in picks], [e.id for e in entities]
+        run._enrichment = lambda first: enrich_write(first, _vlm_result(run, facts, images, faces, per_frame,
+                                                                        assigned, entity_list))
 
     keyframes = [
         Keyframe(id=kf_id, camera_id=run.camera_id, source=src, segment_index=idx, t=pick.frame.t,
@@ -339,6 +378,12 @@ def _vlm_describe(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.
     The stage falls back to the local describer on any VLM failure, so a segment is never lost
     to a model outage; identities stay the resolver's (anchors carry its committed entity ids).
     """
+    return _vlm_result(run, facts, keyframes, faces, per_frame, assigned, entity_ids).description
+
+
+def _vlm_result(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.ndarray], faces: list[FaceInput],
+                per_frame: list[tuple[int, int]], assigned: list[str | None], entity_ids: list[str]) -> VLMSegmentResult:
+    """Run the VLM stage on one segment and update its working memory."""
     stage = run.vlm_stage
     assert stage is not None
     anchors = [Anchor(f"A{i + 1}", "face", k, tuple(int(v) for v in faces[i].detection.box[:4]),
@@ -349,4 +394,4 @@ def _vlm_describe(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.
     result = stage.describe(facts, anchors, context, keyframes=keyframes,
                             known_entities=[*entity_ids, *stage.builder.memory(run.camera_id).entities])
     stage.commit(run.camera_id, facts, result, entity_ids=entity_ids)
-    return result.description
+    return result
