@@ -115,7 +115,10 @@ class WhisperTranscriber:
             return Transcript()
         segments, _info = model.transcribe(np.ascontiguousarray(audio, dtype=np.float32), language="en",
                                            beam_size=1, word_timestamps=True, vad_filter=False,
-                                           condition_on_previous_text=False)
+                                           condition_on_previous_text=False,
+                                           # greedy only: Whisper's temperature fallback samples, so the
+                                           # same audio could transcribe differently on a re-run
+                                           temperature=0.0)
         words: list[Word] = []
         texts: list[str] = []
         for seg in segments:
