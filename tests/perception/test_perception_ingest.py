@@ -34,8 +34,14 @@ def _snapshot(store: MemoryStore) -> dict[str, object]:
     }
 
 
-def _ingest(clip: Path, store: MemoryStore, det: FaceDetector, emb: FaceEmbedder, **kw: object):
-    return ingest_file(clip, store, IngestSettings(), detector=det, embedder=emb, **kw)  # type: ignore[arg-type]
+#: what these tests look at (segments, key frames, faces, identity, resume); OCR and speech are
+#: covered by their own tests, except in the resume-equality test, which runs everything
+FAST = IngestSettings(ocr=False, asr=False)
+
+
+def _ingest(clip: Path, store: MemoryStore, det: FaceDetector, emb: FaceEmbedder,
+            settings: IngestSettings = FAST, **kw: object):
+    return ingest_file(clip, store, settings, detector=det, embedder=emb, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -74,7 +80,7 @@ def test_an_interrupted_ingest_resumed_equals_one_uninterrupted_run(
     tmp_path: Path, clip: Path, face_detector: FaceDetector, face_embedder: FaceEmbedder
 ) -> None:
     with MemoryStore(str(tmp_path / "once"), _hash()) as once:
-        _ingest(clip, once, face_detector, face_embedder)
+        _ingest(clip, once, face_detector, face_embedder, IngestSettings())
         expected = _snapshot(once)
 
     with MemoryStore(str(tmp_path / "twice"), _hash()) as twice:
@@ -84,10 +90,10 @@ def test_an_interrupted_ingest_resumed_equals_one_uninterrupted_run(
             if segments == 2:
                 stop.set()
 
-        first = _ingest(clip, twice, face_detector, face_embedder, progress=progress, stop=stop)
+        first = _ingest(clip, twice, face_detector, face_embedder, IngestSettings(), progress=progress, stop=stop)
         assert first.interrupted and not first.done and first.segments_written == 2
         assert twice.resume_point(first.source) == 1
-        second = _ingest(clip, twice, face_detector, face_embedder)
+        second = _ingest(clip, twice, face_detector, face_embedder, IngestSettings())
         assert second.done and second.segments_skipped == 2
         assert second.segments_total == first.segments_written + second.segments_written
         assert _snapshot(twice) == expected

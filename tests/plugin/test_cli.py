@@ -60,7 +60,7 @@ def test_validate_accepts_the_example_and_lists_problems_of_a_bad_manifest(clean
 
 def test_ingest_reports_progress_on_stderr_and_a_rerun_writes_nothing_new(clean_env: dict[str, str],
                                                                           tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, log_level="INFO")
+    manifest = write_manifest(tmp_path, log_level="INFO", perception={"level": "light"})
     clip = tmp_path / "stage.mp4"
     shutil.copy(CLIP, clip)
     first = run("ingest", str(clip), "--manifest", str(manifest), env=clean_env)
@@ -74,7 +74,7 @@ def test_ingest_reports_progress_on_stderr_and_a_rerun_writes_nothing_new(clean_
 
 def test_ctrl_c_stops_between_segments_and_the_rerun_resumes_without_duplicates(clean_env: dict[str, str],
                                                                                 tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, log_level="INFO")
+    manifest = write_manifest(tmp_path, log_level="INFO", perception={"level": "light"})
     clip = make_long_clip(tmp_path / "long.mp4")
     proc = subprocess.Popen([*cli(), "ingest", str(clip), "--manifest", str(manifest)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=clean_env, stdin=subprocess.DEVNULL)
