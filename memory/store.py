@@ -60,6 +60,9 @@ from .search import HYBRID_RRF, SearchMode, build_where, rrf_merge, sql_in, sql_
 
 logger = logging.getLogger(__name__)
 
+#: LanceDB index cache bound per store (the metadata cache gets half of it).
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+
 #: write operations between two ``optimize()`` passes over the tables written.
 OPTIMIZE_EVERY = 50
 
@@ -109,10 +112,12 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 class MemoryStore:
     """Long-term memory of one user over LanceDB. See the module docstring for the design."""
 
-    def __init__(self, uri: str, embedder: Embedder, user_id: str = "default") -> None:
+    def __init__(self, uri: str, embedder: Embedder, user_id: str = "default",
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.uri = str(uri)
         self.embedder = embedder
         self.user_id = user_id
+        self.cache_bytes = cache_bytes
         self._db: lancedb.DBConnection | None = None
         self._tables: dict[str, lancedb.table.Table] = {}
         self._writes_since_optimize = 0
@@ -126,7 +131,12 @@ class MemoryStore:
             return self
         if "://" not in self.uri:
             Path(self.uri).expanduser().mkdir(parents=True, exist_ok=True)
-        db = lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0))
+        # Bounded caches: every write makes a new table version, and LanceDB's default caches keep
+        # their metadata and index pages without a practical limit, so a long stream's memory grew
+        # with its length. Capped, memory stays flat once the caches are full.
+        session = lancedb.Session(index_cache_size_bytes=self.cache_bytes,
+                                  metadata_cache_size_bytes=self.cache_bytes // 2)
+        db = lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0), session=session)
         existing = set(db.list_tables().tables)
         meta = db.create_table(META_TABLE, schema=meta_schema(), exist_ok=True)
         values = {r["key"]: r["value"] for r in meta.search().limit(None).to_list()}
