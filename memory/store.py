@@ -61,7 +61,7 @@ from .search import HYBRID_RRF, SearchMode, build_where, rrf_merge, sql_in, sql_
 logger = logging.getLogger(__name__)
 
 #: LanceDB index cache bound per store (the metadata cache gets half of it).
-DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 
 #: write operations between two ``optimize()`` passes over the tables written.
 OPTIMIZE_EVERY = 50
