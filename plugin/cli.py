@@ -10,6 +10,7 @@ stderr: under ``serve`` stdout is the MCP wire. The other commands print their r
 from __future__ import annotations
 
 import argparse
+import os
 import logging
 import signal
 import sys
@@ -356,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``reflectworld`` console script."""
+    # OpenCV 5 logs a harmless "Targets are not supported" warning straight to stderr when the SFace
+    # model loads; keep its own log to errors unless the user asked for more.
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
