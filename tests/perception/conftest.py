@@ -4,15 +4,14 @@ shared face models and a real LanceDB store (hash embedder) in tmp_path."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
 from memory import HashEmbedder, MemoryStore
 from perception.faces import FaceDetector, FaceEmbedder
+from tests.media import write_clip
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HAMILTON = DATA / "short_hamilton_clip.mp4"
@@ -22,37 +21,16 @@ def encode_clip(path: Path, seconds: float = 2.0, fps: int = 25, size: tuple[int
                 cut_at: float | None = 1.0, audio: bool = True) -> Path:
     """Encode a clip: a red frame with a moving square, switching to blue at ``cut_at``, plus a tone."""
     w, h = size
-    n = int(seconds * fps)
-    with av.open(str(path), mode="w") as out:
-        vs = out.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
-        vs.options = {"preset": "ultrafast", "tune": "zerolatency", "crf": "23"}
-        aus = out.add_stream("aac", rate=48000, layout="mono") if audio else None
-        a_pts = 0
-        for i in range(n):
-            img = np.zeros((h, w, 3), np.uint8)
-            img[:] = (40, 40, 200) if cut_at is None or i / fps < cut_at else (200, 60, 30)
-            x = (i * 4) % (w - 40)
-            img[100:140, x:x + 40] = (255, 255, 255)
-            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
-            frame.pts = i
-            for p in vs.encode(frame):
-                out.mux(p)
-            if aus is not None:
-                while a_pts < (i + 1) * 48000 / fps:
-                    t = (a_pts + np.arange(1024)) / 48000
-                    af = av.AudioFrame.from_ndarray((0.2 * np.sin(2 * np.pi * 440 * t))[None, :].astype(np.float32),
-                                                    format="fltp", layout="mono")
-                    af.sample_rate, af.pts, af.time_base = 48000, a_pts, Fraction(1, 48000)
-                    for p in aus.encode(af):
-                        out.mux(p)
-                    a_pts += 1024
-        for p in vs.encode():
-            out.mux(p)
-        if aus is not None:
-            for p in aus.encode():
-                out.mux(p)
-    return path
+
+    def draw(i: int) -> np.ndarray:
+        img = np.zeros((h, w, 3), np.uint8)
+        img[:] = (40, 40, 200) if cut_at is None or i / fps < cut_at else (200, 60, 30)
+        x = (i * 4) % (w - 40)
+        img[100:140, x:x + 40] = (255, 255, 255)
+        return img
+
+    return write_clip(path, draw, int(seconds * fps), fps, size, tone=0.2 if audio else 0.0,
+                      options={"preset": "ultrafast", "tune": "zerolatency", "crf": "23"})
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,11 @@ import http.server
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
+
+from tests.media import write_clip
 
 COLOURS = [(40, 40, 200), (200, 60, 30), (30, 180, 40), (200, 200, 40), (160, 40, 160), (40, 160, 160)]
 
@@ -23,35 +23,16 @@ def make_clip(path: Path, seconds: float = 6.0, fps: int = 10, size: tuple[int, 
     With ``audio`` a quiet 440 Hz tone is added; ``fmt`` forces a container (e.g. ``mpegts``).
     """
     w, h = size
-    with av.open(str(path), mode="w", format=fmt) as out:
-        vs = out.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
-        vs.options = {"preset": "ultrafast", "tune": "zerolatency", "g": str(fps)}
-        aus = out.add_stream("aac", rate=48000, layout="mono") if audio else None
-        a_pts = 0
-        for i in range(int(seconds * fps)):
-            img = np.zeros((h, w, 3), np.uint8)
-            img[:] = COLOURS[int(i / fps / shot_s) % len(COLOURS)]
-            x = (i * 3) % (w - 20)
-            img[h // 2 - 10:h // 2 + 10, x:x + 20] = 255
-            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
-            frame.pts = i
-            for p in vs.encode(frame):
-                out.mux(p)
-            while aus is not None and a_pts < (i + 1) * 48000 / fps:
-                t = (a_pts + np.arange(1024)) / 48000
-                af = av.AudioFrame.from_ndarray((0.1 * np.sin(2 * np.pi * 440 * t))[None, :].astype(np.float32),
-                                                format="fltp", layout="mono")
-                af.sample_rate, af.pts, af.time_base = 48000, a_pts, Fraction(1, 48000)
-                for p in aus.encode(af):
-                    out.mux(p)
-                a_pts += 1024
-        for p in vs.encode():
-            out.mux(p)
-        if aus is not None:
-            for p in aus.encode():
-                out.mux(p)
-    return path
+
+    def draw(i: int) -> np.ndarray:
+        img = np.zeros((h, w, 3), np.uint8)
+        img[:] = COLOURS[int(i / fps / shot_s) % len(COLOURS)]
+        x = (i * 3) % (w - 20)
+        img[h // 2 - 10:h // 2 + 10, x:x + 20] = 255
+        return img
+
+    return write_clip(path, draw, int(seconds * fps), fps, size, tone=0.1 if audio else 0.0, fmt=fmt,
+                      options={"preset": "ultrafast", "tune": "zerolatency", "g": str(fps)})
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
