@@ -125,32 +125,18 @@ def _progress(name: str) -> Any:
 
 def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
     from perception import ingest_file
-    from plugin.server import ingest_settings, open_store
-
+    from perception.context import PerceptionRuntime
+    from perception.scheduler import Scheduler
+    from plugin.notify import NotificationService, chain_commits
     from plugin.semantic import runner_from_manifest
+    from plugin.server import build_vlm_stage, ingest_settings, open_store, rule_texts
 
     store = open_store(manifest)
     semantic = runner_from_manifest(manifest, lambda: open_store(manifest))
-    hooks: list[Any] = []  # on_commit callbacks, called in order after each committed segment
     if semantic is not None:
-        hooks.append(semantic.start().on_commit)
-    from plugin.notify import NotificationService
-
-    notifications = NotificationService.for_manifest(store, manifest)  # issue 7: rules → notifications
-    hooks.append(notifications.on_commit)
-
-    def on_commit(write: Any) -> None:
-        for hook in hooks:
-            try:
-                hook(write)
-            except Exception:  # a hook (rules, consolidation) must never stop ingestion
-                logger.exception("post-commit hook %r failed for segment %d", hook, write.segment_index)
-
-    from perception.context import PerceptionRuntime
-    from plugin.server import build_vlm_stage, rule_texts
-
-    from perception.scheduler import Scheduler
-
+        semantic.start()
+    notifications = NotificationService.for_manifest(store, manifest)  # rules → notifications
+    on_commit = chain_commits(semantic.on_commit if semantic else None, notifications.on_commit)
     runtime = PerceptionRuntime(scheduler=Scheduler(manifest.perception.mode, manifest.perception.level))
     vlm_stage = build_vlm_stage(manifest, runtime)
     try:

@@ -318,12 +318,19 @@ def _lazy_boxes() -> Callable[[SegmentWrite], list[Box]]:
 
 
 def chain_commits(*hooks: Callable[[SegmentWrite], Any] | None) -> Callable[[SegmentWrite], None]:
-    """One ``on_commit`` callback that calls every given hook in order (``None`` entries are skipped)."""
+    """One ``on_commit`` callback that calls every given hook in order (``None`` entries are skipped).
+
+    A failing hook is logged with its traceback and the others still run: post-commit work (rules,
+    consolidation) must never stop ingestion, whose segment is already committed.
+    """
     active = [h for h in hooks if h is not None]
 
     def on_commit(write: SegmentWrite) -> None:
         for hook in active:
-            hook(write)
+            try:
+                hook(write)
+            except Exception:  # the hook boundary: log and carry on
+                logger.exception("post-commit hook %r failed for segment %d", hook, write.segment_index)
 
     return on_commit
 
