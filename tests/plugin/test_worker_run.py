@@ -33,7 +33,7 @@ def _contiguous(store: MemoryStore, source: str, duration: float) -> list[int]:
 def test_kill_9_of_reflectworld_run_mid_file_then_restart_writes_every_segment_exactly_once(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
-    clip = make_clip(tmp_path / "hall.mp4", seconds=6.0)
+    clip = make_clip(tmp_path / "hall.mp4", seconds=30.0)  # long enough that the kill lands mid-file
     store_dir = tmp_path / "lancedb"
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text(yaml.safe_dump({
@@ -70,7 +70,7 @@ def test_kill_9_of_reflectworld_run_mid_file_then_restart_writes_every_segment_e
     assert done.returncode == 0, done.stderr[-2000:]
     assert "hall: done" in done.stdout
     with MemoryStore(str(store_dir), HashEmbedder(64), user_id="tester") as store:
-        indices = _contiguous(store, source, 6.0)
+        indices = _contiguous(store, source, 30.0)
         assert len(indices) > killed_at + 1
         assert store.counts()["traces"] == len(indices)
         assert store.ingest_state(source).done  # type: ignore[union-attr]
