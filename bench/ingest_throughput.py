@@ -28,9 +28,9 @@ import av
 import numpy as np
 
 from memory import HashEmbedder, MemoryStore
-from perception.gateway import Gateway
-from perception.ingest import ingest_file, ingest_live
-from perception.sources import AudioIn, Source, VideoIn
+from perception.media.gateway import Gateway
+from perception.drivers.ingest import ingest_file, ingest_live
+from perception.media.sources import AudioIn, Source, VideoIn
 from plugin.manifest import Manifest
 from plugin.server import ingest_settings
 

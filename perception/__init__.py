@@ -10,15 +10,15 @@ Public API (blocking code; run it in a worker thread from async code):
 * errors: :class:`PerceptionError`, :class:`MediaError`
 """
 
-from perception.describe import LocalDescriber
+from perception.describe.local import LocalDescriber
 from perception.errors import MediaError, PerceptionError
-from perception.faces import FaceDetection, FaceDetector, FaceEmbedder
-from perception.identity import IdentityResolver
-from perception.pipeline import SegmentAnalyzer
-from perception.ingest import IngestReport, IngestSettings, ingest_file
-from perception.keyframes import encode_jpeg, quality, select_keyframes
-from perception.segment import Segment, Segmenter
-from perception.video import Frame, MediaInfo, iter_frames, probe
+from perception.detectors.faces import FaceDetection, FaceDetector, FaceEmbedder
+from perception.identity.reference import IdentityResolver
+from perception.drivers.analyzer import SegmentAnalyzer
+from perception.drivers.ingest import IngestReport, IngestSettings, ingest_file
+from perception.segmenting.keyframes import encode_jpeg, quality, select_keyframes
+from perception.segmenting.segment import Segment, Segmenter
+from perception.media.video import Frame, MediaInfo, iter_frames, probe
 
 __all__ = [
     "FaceDetection",

@@ -125,8 +125,8 @@ def _progress(name: str) -> Any:
 
 def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
     from perception import ingest_file
-    from perception.context import PerceptionRuntime
-    from perception.scheduler import Scheduler
+    from perception.describe.context import PerceptionRuntime
+    from perception.segmenting.scheduler import Scheduler
     from plugin.notify import NotificationService, chain_commits
     from plugin.semantic import runner_from_manifest
     from plugin.server import build_vlm_stage, ingest_settings, open_store, rule_texts

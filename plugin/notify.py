@@ -40,7 +40,7 @@ from memory.errors import NotFoundError
 from memory.models import SegmentWrite, stable_id
 from memory.procedural import NotificationRecord, NotifyPolicy, ProceduralMemory, Rule, RuleConditions, severity_rank
 from memory.store import MemoryStore
-from perception.rules import Box, KeyframeBoxes, RuleMatcher, RuleSignal, in_time_window
+from perception.rules.matcher import Box, KeyframeBoxes, RuleMatcher, RuleSignal, in_time_window
 from plugin.delivery import (
     DeliveryWorker,
     HttpChannel,
@@ -298,7 +298,7 @@ def to_notification(rec: NotificationRecord, keyframe_b64: str | None = None) ->
 def _object_detector() -> Any:
     """The vendored SSD object detector, or None where that module is unavailable."""
     try:
-        from perception.objects import SSDObjectDetector
+        from perception.detectors.objects import SSDObjectDetector
     except ImportError:
         logger.warning("object detector unavailable; zone/overlap rules only see face boxes")
         return None

@@ -21,10 +21,10 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from memory import HashEmbedder, MemoryStore, MiniLMEmbedder, OpenAIEmbedder
 from memory.embedders import Embedder
 from perception import IngestSettings
-from perception.context import PerceptionRuntime
-from perception.scheduler import Scheduler
-from perception.vlm import VLMClient
-from perception.vlm_describer import VLMSegmentStage
+from perception.describe.context import PerceptionRuntime
+from perception.segmenting.scheduler import Scheduler
+from perception.describe.vlm import VLMClient
+from perception.describe.vlm_stage import VLMSegmentStage
 from plugin.manifest import (
     HashEmbedderConfig,
     Manifest,

@@ -5,9 +5,9 @@
 
 * **files** go through :func:`perception.ingest_file` (resumable from ``ingest_log``: after a crash
   or ``kill -9`` a restart continues after the last committed segment, none lost, none duplicated);
-* **image folders and live sources** go through a :class:`perception.gateway.Gateway` (bounded
+* **image folders and live sources** go through a :class:`perception.media.gateway.Gateway` (bounded
   queue, drops counted on live sources, reconnect with backoff, stall watchdog) and
-  :func:`perception.ingest.ingest_live`, continuing the source's segment indices.
+  :func:`perception.drivers.ingest.ingest_live`, continuing the source's segment indices.
 
 Analysis + write of a segment hold one lock per worker, so identity decisions of concurrent
 sources are serialised while decoding runs in parallel. ``on_commit(SegmentWrite)`` is called
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.models import SegmentWrite
-from perception.gateway import Gateway, Mode
-from perception.ingest import IngestSettings, ingest_file, ingest_live, live_start_point
-from perception.pipeline import AnalysisStore
-from perception.sources import (
+from perception.media.gateway import Gateway, Mode
+from perception.drivers.ingest import IngestSettings, ingest_file, ingest_live, live_start_point
+from perception.drivers.analyzer import AnalysisStore
+from perception.media.sources import (
     PhoneSource,
     Source,
     SourceError,
@@ -40,9 +40,9 @@ from perception.sources import (
     make_source,
     redact_uri,
 )
-from perception.video import iter_frames, probe
-from perception.scheduler import Scheduler
-from perception.vlm_describer import VLMSegmentStage
+from perception.media.video import iter_frames, probe
+from perception.segmenting.scheduler import Scheduler
+from perception.describe.vlm_stage import VLMSegmentStage
 
 __all__ = ["CaptureInfo", "SourceEventCallback", "Worker"]
 

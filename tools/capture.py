@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from perception.keyframes import encode_jpeg
+from perception.segmenting.keyframes import encode_jpeg
 from tools.errors import tool_errors
 from tools.results import structured
 

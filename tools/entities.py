@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from memory.identity_ops import enrol_face, entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity, Fact
-from perception.identity import reference_views
+from perception.identity.reference import reference_views
 from tools.errors import tool_errors
 from tools.memory import READ_ONLY
 from tools.results import clip, itemize, structured

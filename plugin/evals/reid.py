@@ -4,7 +4,7 @@ FOLDER has one sub-folder of images per identity (sub-folders starting with ``_`
 ignored). Protocol, printed with the result:
 
 1. Images of an identity are sorted by name; the first ``ceil(n/2)`` build its gallery (the
-   largest face of each image, SFace embedding, through :class:`perception.reid.Gallery` with
+   largest face of each image, SFace embedding, through :class:`perception.identity.reid.Gallery` with
    the resolver's slot bounds); the rest are probes. Identities with one image are skipped.
 2. Each probe is identified as the best gallery identity when its cosine reaches the match
    threshold (0.363) and beats the runner-up by the resolver's margin; otherwise "unknown".
@@ -39,8 +39,8 @@ def evaluate(folder: Path, threshold: float = 0.363, margin: float = 0.04) -> di
     """
     import cv2
 
-    from perception.faces import FaceDetector, FaceEmbedder
-    from perception.reid import Gallery, Slot, unit
+    from perception.detectors.faces import FaceDetector, FaceEmbedder
+    from perception.identity.reid import Gallery, Slot, unit
 
     if not folder.is_dir():
         raise PluginError(f"{folder} is not a folder; pass a folder with one sub-folder of images per identity")

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 
 from memory import MemoryStore
-from perception.context import (
+from perception.describe.context import (
     ContextBounds,
     ContextBuilder,
     camera_context_from_store,
     clamp_words,
     entity_history_from_store,
 )
-from perception.vlm_describer import SYSTEM_PROMPT
+from perception.describe.vlm_stage import SYSTEM_PROMPT
 
 LAYER_HEADERS = ["## Working memory", "## Camera context", "## Entity history", "## Active rules", "## Steering"]
 

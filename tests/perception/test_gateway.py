@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from perception import IngestSettings, MediaError, ingest_file
-from perception.gateway import AudioChunk, Gateway
-from perception.sources import AVSource, SourceError, make_source
-from perception.video import Frame, iter_frames
+from perception.media.gateway import AudioChunk, Gateway
+from perception.media.sources import AVSource, SourceError, make_source
+from perception.media.video import Frame, iter_frames
 from memory import MemoryStore
 from tests.plugin.stream_media import http_server, make_clip
 

@@ -7,8 +7,8 @@ import json
 import numpy as np
 
 from memory import GalleryFace
-from perception.faces import FaceDetection
-from perception.resolver import FaceInput, Resolver
+from perception.detectors.faces import FaceDetection
+from perception.identity.resolver import FaceInput, Resolver
 
 
 class _Ids:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from memory import GalleryFace
-from perception.faces import FaceDetection
-from perception.identity import FaceInput, IdentityResolver
+from perception.detectors.faces import FaceDetection
+from perception.identity.reference import FaceInput, IdentityResolver
 
 
 class _Ids:

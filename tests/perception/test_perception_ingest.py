@@ -11,7 +11,7 @@ import pytest
 
 from memory import MemoryStore
 from perception import IngestSettings, MediaError, ingest_file
-from perception.faces import FaceDetector, FaceEmbedder
+from perception.detectors.faces import FaceDetector, FaceEmbedder
 
 
 @pytest.fixture

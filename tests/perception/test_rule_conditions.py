@@ -11,7 +11,7 @@ import pytest
 
 from memory.models import Entity, Keyframe, SegmentWrite, Trace
 from memory.procedural import Rule, RuleConditions, TimeWindow
-from perception.rules import Box, KeyframeBoxes, RuleMatcher, in_time_window, point_in_polygon
+from perception.rules.matcher import Box, KeyframeBoxes, RuleMatcher, in_time_window, point_in_polygon
 
 #: 2023-11-14 22:13:20 UTC
 T0 = 1_700_000_000.0

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perception.scheduler import (
+from perception.segmenting.scheduler import (
     Scheduler,
     SegmentSignals,
     UserLocks,
@@ -17,7 +17,7 @@ from perception.scheduler import (
     run_two_phase,
     segment_motion,
 )
-from perception.video import iter_frames
+from perception.media.video import iter_frames
 
 STATIC_SILENT = SegmentSignals(motion=0.001, audio_rms=0.0)
 

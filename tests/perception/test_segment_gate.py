@@ -11,7 +11,7 @@ import pytest
 
 from memory import HashEmbedder, MemoryStore
 from perception import IngestSettings, ingest_file
-from perception.scheduler import Scheduler
+from perception.segmenting.scheduler import Scheduler
 
 SETTINGS = IngestSettings(max_segment_s=4.0, ocr=False, asr=False, objects=False, body=False)
 

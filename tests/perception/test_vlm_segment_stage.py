@@ -15,29 +15,29 @@ import numpy as np
 from fake_vlm_server import FakeVLMServer, Reply, prompt_text
 
 from memory import MemoryStore
-from perception.anchoring import Anchor
-from perception.context import (
+from perception.describe.anchoring import Anchor
+from perception.describe.context import (
     ContextBuilder,
     PerceptionRuntime,
     camera_context_from_store,
     entity_history_from_store,
 )
-from perception.describe import SegmentFacts
-from perception.faces import FaceDetector, FaceEmbedder
-from perception.identity import IdentityResolver
-from perception.pipeline import IngestSettings, SegmentAnalyzer
-from perception.scheduler import (
+from perception.describe.local import SegmentFacts
+from perception.detectors.faces import FaceDetector, FaceEmbedder
+from perception.identity.reference import IdentityResolver
+from perception.drivers.analyzer import IngestSettings, SegmentAnalyzer
+from perception.segmenting.scheduler import (
     Scheduler,
     SegmentSignals,
     UserLocks,
     run_two_phase,
     segment_motion,
 )
-from perception.segment import Segmenter
-from perception.steering import ExitCondition, SteeringRequest
-from perception.video import iter_frames
-from perception.vlm import StageBudget, VLMClient
-from perception.vlm_describer import VLMSegmentStage, enrich_write
+from perception.segmenting.segment import Segmenter
+from perception.describe.steering import ExitCondition, SteeringRequest
+from perception.media.video import iter_frames
+from perception.describe.vlm import StageBudget, VLMClient
+from perception.describe.vlm_stage import VLMSegmentStage, enrich_write
 
 HEADERS = ["## Working memory", "## Camera context", "## Entity history", "## Active rules", "## Steering",
            "## Detection anchors"]

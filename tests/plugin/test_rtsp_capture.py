@@ -13,7 +13,7 @@ import pytest
 
 from memory import HashEmbedder, MemoryStore
 from perception import IngestSettings
-from perception.sources import SourceError
+from perception.media.sources import SourceError
 from plugin.worker import Worker
 
 HELPER = Path(__file__).parent / "rtsp_server_gst.py"

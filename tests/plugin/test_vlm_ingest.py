@@ -54,10 +54,10 @@ def test_ingest_describes_segments_with_the_configured_vlm_and_keeps_the_key_sec
 def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after(tmp_path: Path) -> None:
     from memory import HashEmbedder, MemoryStore
     from perception import IngestSettings, ingest_file
-    from perception.context import PerceptionRuntime
-    from perception.scheduler import Scheduler
-    from perception.vlm import VLMClient
-    from perception.vlm_describer import VLMSegmentStage
+    from perception.describe.context import PerceptionRuntime
+    from perception.segmenting.scheduler import Scheduler
+    from perception.describe.vlm import VLMClient
+    from perception.describe.vlm_stage import VLMSegmentStage
 
     clip = tmp_path / "stage.mp4"
     shutil.copy(CLIP, clip)
@@ -90,10 +90,10 @@ def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after
 def test_a_failing_vlm_never_loses_a_segment_in_live_latency(tmp_path: Path) -> None:
     from memory import HashEmbedder, MemoryStore
     from perception import IngestSettings, ingest_file
-    from perception.context import PerceptionRuntime
-    from perception.scheduler import Scheduler
-    from perception.vlm import VLMClient
-    from perception.vlm_describer import VLMSegmentStage
+    from perception.describe.context import PerceptionRuntime
+    from perception.segmenting.scheduler import Scheduler
+    from perception.describe.vlm import VLMClient
+    from perception.describe.vlm_stage import VLMSegmentStage
     from tests.perception.fake_vlm_server import Reply
 
     clip = tmp_path / "stage.mp4"

@@ -30,7 +30,7 @@ def anyio_backend() -> str:
 def clip_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The clip ingested once (faces + objects + bodies) with both reference stills enrolled first."""
     from memory.identity_ops import enrol_face
-    from perception.identity import reference_views
+    from perception.identity.reference import reference_views
 
     directory = tmp_path_factory.mktemp("idclip")
     shutil.copy(CLIP, directory / "stage.mp4")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from perception.backends import package_file, verified
+from perception.detectors.backends import package_file, verified
 
 __all__ = ["RapidTextReader", "TextLine"]
 

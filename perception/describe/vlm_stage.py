@@ -1,12 +1,12 @@
 """The VLM path of segment description: same outputs as the local describer, richer text.
 
 :class:`VLMSegmentStage` sends the segment's key frames, its detection anchors and the context
-layers (:mod:`perception.context`) to the VLM and asks for a :class:`SegmentAnalysis` (segment
+layers (:mod:`perception.describe.context`) to the VLM and asks for a :class:`SegmentAnalysis` (segment
 summary, per-anchor observations, scene update, rule signals, risk). The anchoring parser
-(:mod:`perception.anchoring`) filters the identity claims, and the result is turned into the
-same :class:`~perception.describe.Description` the local describer produces (trace summary +
+(:mod:`perception.describe.anchoring`) filters the identity claims, and the result is turned into the
+same :class:`~perception.describe.local.Description` the local describer produces (trace summary +
 one observation text per committed entity), so the pipeline writes either one the same way. On
-any :class:`~perception.vlm.VLMError` the stage falls back to the local describer and says so.
+any :class:`~perception.describe.vlm.VLMError` the stage falls back to the local describer and says so.
 
 Typical use by a driver, per analysed segment::
 
@@ -16,7 +16,7 @@ Typical use by a driver, per analysed segment::
     stage.commit(camera_id, facts, result, entity_ids=ids)   # working memory + steering exits
 
 In ``live_latency`` mode the identity write goes first and :func:`enrich_write` builds the
-reconciled write from ``result`` (see :func:`perception.scheduler.run_two_phase`).
+reconciled write from ``result`` (see :func:`perception.segmenting.scheduler.run_two_phase`).
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
-from perception.anchoring import (
+from perception.describe.anchoring import (
     Anchor,
     AnchorClaim,
     Dropped,
     IdentityTarget,
     parse_anchored,
 )
-from perception.context import ContextBuilder, PromptContext
-from perception.describe import (
+from perception.describe.context import ContextBuilder, PromptContext
+from perception.describe.local import (
     Description,
     LocalDescriber,
     SegmentFacts,
@@ -46,8 +46,8 @@ from perception.describe import (
     lighting,
     motion_level,
 )
-from perception.steering import SteeringBoard
-from perception.vlm import VLMClient, VLMError, VLMUsage
+from perception.describe.steering import SteeringBoard
+from perception.describe.vlm import VLMClient, VLMError, VLMUsage
 
 __all__ = ["RuleSignal", "SceneUpdate", "SegmentAnalysis", "VLMSegmentResult", "VLMSegmentStage", "enrich_write"]
 

@@ -6,20 +6,20 @@
   file's size and mtime; a changed file is reset (its traces, observations and key frames are
   deleted) and ingested from the start.
 * Resuming seeks to the ``t_end`` of the last committed segment. That is safe because sampling
-  is on an absolute time grid (:mod:`perception.video`) and the segmenter's state resets at
-  every cut (:mod:`perception.segment`): the resumed run sees exactly the frames and cuts an
+  is on an absolute time grid (:mod:`perception.media.video`) and the segmenter's state resets at
+  every cut (:mod:`perception.segmenting.segment`): the resumed run sees exactly the frames and cuts an
   uninterrupted run would, so segment indices, ids and rows are identical.
 * Every id is deterministic (``stable_id`` over source, segment index and position/entity), and
   each segment is one ``store.write_segment`` call, so a re-run upserts the same rows.
 * ``stop`` is checked between segments only, so an interrupt never leaves a partial segment.
-* Frames come from a :class:`~perception.gateway.Gateway` in ``offline_quality`` mode (decode runs
+* Frames come from a :class:`~perception.media.gateway.Gateway` in ``offline_quality`` mode (decode runs
   on its own thread, nothing is dropped). Voice activity over the whole audio track is computed
   once up front (Silero VAD), so speech-turn cuts are the same however a run was resumed; each
   segment carries its 16 kHz audio (``Segment.audio``) and ``Segment.speech``.
 
 :func:`ingest_live` is the driver for live sources: it consumes a running gateway, detects voice
 activity on the stream's audio as it arrives, and commits each closed segment with the same
-:class:`~perception.pipeline.SegmentAnalyzer`. Its segment indices and media time continue from the
+:class:`~perception.drivers.analyzer.SegmentAnalyzer`. Its segment indices and media time continue from the
 source's ``ingest_log`` entry, so a restarted capture never overwrites earlier segments.
 
 Wall-clock time of a file segment (``wall_start``) is the file's mtime plus the segment's
@@ -41,17 +41,17 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
-from perception.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
+from perception.media.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
 from perception.errors import MediaError
-from perception.faces import FaceDetector, FaceEmbedder
-from perception.gateway import AudioChunk, Gateway
-from perception.identity import IdentityResolver
-from perception.pipeline import AnalysisStore, IngestSettings, SegmentAnalyzer
-from perception.segment import Segment, Segmenter
-from perception.sources import AVSource, Source
-from perception.video import Frame, probe
-from perception.scheduler import Scheduler
-from perception.vlm_describer import VLMSegmentStage
+from perception.detectors.faces import FaceDetector, FaceEmbedder
+from perception.media.gateway import AudioChunk, Gateway
+from perception.identity.reference import IdentityResolver
+from perception.drivers.analyzer import AnalysisStore, IngestSettings, SegmentAnalyzer
+from perception.segmenting.segment import Segment, Segmenter
+from perception.media.sources import AVSource, Source
+from perception.media.video import Frame, probe
+from perception.segmenting.scheduler import Scheduler
+from perception.describe.vlm_stage import VLMSegmentStage
 
 __all__ = ["IngestReport", "IngestSettings", "IngestStore", "ProgressCallback", "ingest_file", "ingest_live",
            "live_start_point"]
@@ -175,7 +175,7 @@ def ingest_file(
 
     start_s = state.last_t_end if (state is not None and resume is not None) else 0.0
     # Decode from two grid slots earlier: the frame before the resume point primes the segmenter.
-    # Any grid time is a safe decode start (see perception.video), so frames and indices match.
+    # Any grid time is a safe decode start (see perception.media.video), so frames and indices match.
     step = 1.0 / settings.sample_fps
     decode_from = max(0, math.floor(start_s * settings.sample_fps + 1e-6) - 2) * step if start_s > 0 else 0.0
     if skipped:

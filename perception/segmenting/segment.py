@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from perception.video import Frame
+from perception.media.video import Frame
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 stored in memory, with any credentials removed), whether it is *live*, and how to
 :meth:`~Source.open_stream`: a generator of :class:`VideoIn` / :class:`AudioIn` items with the
 stream's own timestamps (``None`` when a live packet has none). Sampling, time mapping, queues and
-reconnects are the gateway's job (:mod:`perception.gateway`).
+reconnects are the gateway's job (:mod:`perception.media.gateway`).
 
 Every network open uses both FFmpeg's socket timeout and PyAV's interrupt-based
 ``timeout=(open, read)``: without them a silent RTSP server hangs ``av.open`` forever. Every
@@ -33,7 +33,7 @@ import av.error
 import cv2
 import numpy as np
 
-from perception.audio import SAMPLE_RATE
+from perception.media.audio import SAMPLE_RATE
 from perception.errors import MediaError
 
 __all__ = [

@@ -3,7 +3,7 @@
 A :class:`Gallery` holds up to ``max_slots`` unit vectors per entity for one modality (SFace
 faces, body descriptors). It only *scores*: :meth:`Gallery.candidates` returns entities ranked
 by their best slot's cosine. Deciding what a score means is the resolver's job
-(:mod:`perception.resolver`).
+(:mod:`perception.identity.resolver`).
 
 Updates are gated: a slot is added only when the new vector adds diversity (its similarity to
 the entity's best slot is below ``diverse_below``) and its quality reaches ``min_quality``; a full

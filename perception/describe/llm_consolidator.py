@@ -3,7 +3,7 @@
 It satisfies ``memory.consolidate.Consolidator`` and returns the same :class:`FactEdit` records as
 the deterministic :class:`memory.local_consolidator.LocalConsolidator`; ``memory.consolidate``
 validates and applies them identically (unknown fact ids dropped, identity facts protected, the
-current segment never counts as evidence). The request goes through :class:`perception.vlm.VLMClient`
+current segment never counts as evidence). The request goes through :class:`perception.describe.vlm.VLMClient`
 with structured output (stage ``consolidate``: its own token budget and timeout). When the model
 fails for good (timeout, refusal, exhausted retries) the ``fallback`` consolidator answers instead,
 so consolidation never stalls on a provider outage.
@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from memory.consolidate import ConsolidationRequest, Consolidator, FactEdit
-from perception.vlm import VLMClient, VLMError
+from perception.describe.vlm import VLMClient, VLMError
 
 __all__ = ["FactEdits", "LLMConsolidator", "build_messages"]
 

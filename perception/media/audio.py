@@ -31,7 +31,7 @@ __all__ = ["SAMPLE_RATE", "AudioBuffer", "SileroVAD", "decode_audio", "iter_audi
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16_000
-_MODEL = Path(__file__).parent / "models" / "silero_vad_16k_op15.onnx"
+_MODEL = Path(__file__).resolve().parents[1] / "models" / "silero_vad_16k_op15.onnx"
 _MODEL_SHA256 = "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49"
 _WINDOW = 512  # samples per VAD step at 16 kHz (32 ms)
 _CONTEXT = 64  # samples of the previous window the model expects in front of each window

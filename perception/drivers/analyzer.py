@@ -1,11 +1,11 @@
 """Per-segment analysis shared by every driver (files now, live streams later).
 
-:class:`SegmentAnalyzer` turns one :class:`~perception.segment.Segment` into one
+:class:`SegmentAnalyzer` turns one :class:`~perception.segmenting.segment.Segment` into one
 :class:`~memory.models.SegmentWrite`: key frames → faces, objects, person bodies and text on each
 key frame, speech over the segment's audio → resolver (the only identity writer) → local
-describer. Optional models come from :func:`perception.backends.load_perceivers`. It holds
+describer. Optional models come from :func:`perception.detectors.backends.load_perceivers`. It holds
 the per-source state (camera, wall clock, entity cache) and knows nothing of where frames come
-from, so a file driver (:mod:`perception.ingest`) and a stream driver share it unchanged.
+from, so a file driver (:mod:`perception.drivers.ingest`) and a stream driver share it unchanged.
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory.errors import NotFoundError
 from memory.models import Entity, EntityKind, GalleryFace, IngestState, Keyframe, Observation, SegmentWrite, Trace, stable_id
-from perception.anchoring import Anchor
-from perception.asr import Transcript
-from perception.backends import Perceivers, load_perceivers
-from perception.body import body_quality
-from perception.describe import Description, FrameFaces, LocalDescriber, SegmentFacts, format_ts
-from perception.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
-from perception.identity import FaceInput, IdentityResolver
-from perception.keyframes import encode_jpeg, select_keyframes
-from perception.objects import ObjectDetection
-from perception.reid import Slot, unit
-from perception.resolver import Resolver
-from perception.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
-from perception.segment import DEFAULT_SCENE_THRESHOLD, Segment
-from perception.vlm_describer import VLMSegmentResult, VLMSegmentStage, enrich_write
+from perception.describe.anchoring import Anchor
+from perception.detectors.asr import Transcript
+from perception.detectors.backends import Perceivers, load_perceivers
+from perception.detectors.body import body_quality
+from perception.describe.local import Description, FrameFaces, LocalDescriber, SegmentFacts, format_ts
+from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
+from perception.identity.reference import FaceInput, IdentityResolver
+from perception.segmenting.keyframes import encode_jpeg, select_keyframes
+from perception.detectors.objects import ObjectDetection
+from perception.identity.reid import Slot, unit
+from perception.identity.resolver import Resolver
+from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
+from perception.segmenting.segment import DEFAULT_SCENE_THRESHOLD, Segment
+from perception.describe.vlm_stage import VLMSegmentResult, VLMSegmentStage, enrich_write
 
 __all__ = ["AnalysisStore", "IngestSettings", "SegmentAnalyzer"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from perception.video import Frame, resize_long_side
+from perception.media.video import Frame, resize_long_side
 
 # Laplacian variance at which sharpness reaches 0.5; typical in-focus 640-px video frames give
 # a few hundred, heavily blurred ones under 20.

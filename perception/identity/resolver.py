@@ -1,6 +1,6 @@
 """The resolver: the only component that creates entities or assigns identities.
 
-Detectors and galleries (:mod:`perception.reid`) only produce scored candidates; this module
+Detectors and galleries (:mod:`perception.identity.reid`) only produce scored candidates; this module
 decides, per face evidence of a segment:
 
 * **unsafe** (no embedding, tiny, low detector score, blurred, cut off by the frame edge): shown
@@ -29,8 +29,8 @@ from typing import Protocol
 import numpy as np
 
 from memory.models import EntityKind, GalleryBody, GalleryFace, IdentityDecision, stable_id
-from perception.faces import SFACE_MATCH_THRESHOLD, FaceDetection
-from perception.reid import Candidate, Gallery, Slot, unit
+from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetection
+from perception.identity.reid import Candidate, Gallery, Slot, unit
 
 __all__ = ["EntityIdSource", "FaceInput", "Resolver", "SegmentIdentities", "face_quality"]
 

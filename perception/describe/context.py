@@ -12,7 +12,7 @@ Every VLM prompt carries five bounded layers, so its size does not grow with str
   ``camera_context`` table (written by semantic memory; absent → the layer says so).
 * **entity history** on a re-ID hit: the entity's latest observations and facts.
 * **active rules**: plain strings supplied by the caller (the rules module owns them).
-* **steering**: the host agent's active injections (:mod:`perception.steering`).
+* **steering**: the host agent's active injections (:mod:`perception.describe.steering`).
 
 :class:`ContextBuilder` renders them as ``## <title>`` sections, each capped at ``layer_chars``.
 """
@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from perception.describe import format_ts
-from perception.scheduler import Scheduler
-from perception.steering import SteeringBoard
+from perception.describe.local import format_ts
+from perception.segmenting.scheduler import Scheduler
+from perception.describe.steering import SteeringBoard
 
 __all__ = ["LAYER_TITLES", "ContextBounds", "ContextBuilder", "EntityHistory", "LatestFrame", "PerceptionRuntime",
            "PromptContext", "Target", "WorkingMemory", "camera_context_from_store", "clamp_words", "entity_history_from_store"]

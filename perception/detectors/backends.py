@@ -30,7 +30,7 @@ __all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "packag
 
 logger = logging.getLogger(__name__)
 
-MODELS_DIR = Path(__file__).resolve().parent / "models"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 
 
 @lru_cache(maxsize=64)
@@ -89,7 +89,7 @@ class Perceivers:
 
 @lru_cache(maxsize=8)
 def _objects(model: str | None, labels: str | None, threshold: float) -> Any:
-    from perception.objects import SSDObjectDetector, YoloObjectDetector
+    from perception.detectors.objects import SSDObjectDetector, YoloObjectDetector
 
     det: Any = (SSDObjectDetector(score_threshold=threshold) if model is None
                 else YoloObjectDetector(model, labels or "", score_threshold=threshold))
@@ -98,7 +98,7 @@ def _objects(model: str | None, labels: str | None, threshold: float) -> Any:
 
 @lru_cache(maxsize=2)
 def _ocr() -> Any:
-    from perception.ocr import RapidTextReader
+    from perception.detectors.ocr import RapidTextReader
 
     reader = RapidTextReader()
     return reader if reader.available else None
@@ -106,7 +106,7 @@ def _ocr() -> Any:
 
 @lru_cache(maxsize=2)
 def _asr(model_dir: str | None) -> Any:
-    from perception.asr import WhisperTranscriber
+    from perception.detectors.asr import WhisperTranscriber
 
     asr = WhisperTranscriber(model_dir)
     return asr if asr.available else None
@@ -114,7 +114,7 @@ def _asr(model_dir: str | None) -> Any:
 
 @lru_cache(maxsize=4)
 def _body(model: str | None) -> Any:
-    from perception.body import ColourTextureDescriptor, OnnxBodyDescriptor
+    from perception.detectors.body import ColourTextureDescriptor, OnnxBodyDescriptor
 
     return ColourTextureDescriptor() if model is None else OnnxBodyDescriptor(model)
 

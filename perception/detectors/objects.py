@@ -23,7 +23,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from perception.backends import MODELS_DIR, verified
+from perception.detectors.backends import MODELS_DIR, verified
 
 __all__ = ["ObjectDetection", "ObjectDetector", "SSDObjectDetector", "YoloObjectDetector", "ssd_anchors"]
 

@@ -2,7 +2,7 @@
 
 :class:`Gateway` runs ``source.open_stream`` on its own thread (``while not stop``), samples video
 on an absolute time grid (``sample_fps``), resamples audio to 16 kHz mono (done by the source) and
-hands :class:`~perception.video.Frame` and :class:`AudioChunk` items to one consumer through a
+hands :class:`~perception.media.video.Frame` and :class:`AudioChunk` items to one consumer through a
 bounded queue:
 
 * **Live sources** (and any source in ``live_latency`` mode) never block the decoder: when the
@@ -11,7 +11,7 @@ bounded queue:
 * **Live sources reconnect** after any failure or end of stream, with exponential backoff
   (``backoff_s`` doubling up to ``backoff_max_s``); ``on_event("offline" | "online", detail)``
   reports the transitions once each. A failure of a non-live source is final and re-raised in the
-  consumer (a corrupt file gives its :class:`~perception.sources.SourceError`).
+  consumer (a corrupt file gives its :class:`~perception.media.sources.SourceError`).
 * **Watchdog:** network reads carry FFmpeg/PyAV timeouts (a silent server raises instead of
   hanging), and a stream that delivers packets but no video frame for ``stall_s`` is restarted.
 * **Counters** (:class:`SourceStats`): fps in/out, lag, dropped, reconnects, last error.
@@ -35,8 +35,8 @@ from typing import Literal
 
 import numpy as np
 
-from perception.sources import AudioIn, Source, SourceError, redact_uri
-from perception.video import ANALYSIS_MAX_SIDE, Frame, resize_long_side
+from perception.media.sources import AudioIn, Source, SourceError, redact_uri
+from perception.media.video import ANALYSIS_MAX_SIDE, Frame, resize_long_side
 
 __all__ = ["AudioChunk", "Gateway", "Mode", "SourceStats"]
 

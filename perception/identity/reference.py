@@ -1,10 +1,10 @@
-"""Face → person entity resolution: the foundation's API over :mod:`perception.resolver`.
+"""Face → person entity resolution: the foundation's API over :mod:`perception.identity.resolver`.
 
 :class:`IdentityResolver` keeps the constructor the file and stream drivers already use
 (``IdentityResolver(store.face_gallery(), store, threshold=…)``) and is a
-:class:`~perception.resolver.Resolver`: match / new / ambiguous thresholds, pending weak
+:class:`~perception.identity.resolver.Resolver`: match / new / ambiguous thresholds, pending weak
 evidence, unsafe evidence never written, decisions with their evidence. New code may use
-:class:`~perception.resolver.Resolver` directly.
+:class:`~perception.identity.resolver.Resolver` directly.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 
 from memory.models import GalleryBody, GalleryFace
 from perception.errors import MediaError
-from perception.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
-from perception.reid import Slot
-from perception.resolver import EntityIdSource, FaceInput, Resolver, SegmentIdentities, face_quality
+from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
+from perception.identity.reid import Slot
+from perception.identity.resolver import EntityIdSource, FaceInput, Resolver, SegmentIdentities, face_quality
 
 __all__ = [
     "EntityIdSource",

@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
 from memory.procedural import Rule, TimeWindow
-from perception.faces import FaceDetector
+from perception.detectors.faces import FaceDetector
 
 __all__ = ["Box", "BoxProvider", "KeyframeBoxes", "RuleMatcher", "RuleSignal", "in_time_window", "point_in_polygon"]
 

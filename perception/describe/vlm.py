@@ -3,7 +3,7 @@
 Usage (blocking; call it from a worker thread, or use :meth:`VLMClient.acomplete_json` from async code)::
 
     from pydantic import BaseModel
-    from perception.vlm import VLMClient, VLMError
+    from perception.describe.vlm import VLMClient, VLMError
 
     class Verdict(BaseModel):
         answer: str
@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from perception.errors import PerceptionError
-from perception.keyframes import encode_jpeg
+from perception.segmenting.keyframes import encode_jpeg
 
 __all__ = ["DEFAULT_BUDGETS", "StageBudget", "VLMClient", "VLMError", "VLMTimeoutError", "VLMUsage"]
 

@@ -6,7 +6,7 @@ lazily, after checking ``model.bin`` against its pinned sha256, and returns a
 every call returns an empty transcript.
 
 :func:`load_audio` decodes any audio or video file to 16 kHz mono float32 with PyAV (it uses
-``perception.audio.decode_audio`` when that module exists); :func:`word_error_rate` is the usual
+``perception.media.audio.decode_audio`` when that module exists); :func:`word_error_rate` is the usual
 Levenshtein WER over normalised words.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from perception.backends import package_file, verified
+from perception.detectors.backends import package_file, verified
 
 __all__ = ["SAMPLE_RATE", "Transcript", "WhisperTranscriber", "Word", "load_audio", "quotes", "word_error_rate"]
 
@@ -146,7 +146,7 @@ def quotes(text: str, max_words: int = 25) -> list[str]:
 def load_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = None) -> np.ndarray:
     """Decode the audio of a file to 16 kHz mono float32 (empty when it has no audio stream)."""
     try:
-        audio_mod = importlib.import_module("perception.audio")
+        audio_mod = importlib.import_module("perception.media.audio")
     except ModuleNotFoundError:
         audio_mod = None
     if audio_mod is not None and hasattr(audio_mod, "decode_audio"):

@@ -20,7 +20,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from perception.backends import verified
+from perception.detectors.backends import verified
 
 __all__ = ["BodyDescriptor", "ColourTextureDescriptor", "OnnxBodyDescriptor", "body_quality"]
 
