@@ -31,8 +31,10 @@ from .search import sql_literal
 from .store import MemoryStore
 
 __all__ = [
+    "NOTIFICATIONS_URI",
     "SEVERITIES",
     "Decision",
+    "Notification",
     "NotificationRecord",
     "NotifyPolicy",
     "ProceduralMemory",
@@ -42,6 +44,7 @@ __all__ = [
     "Severity",
     "TimeWindow",
     "severity_rank",
+    "to_notification",
 ]
 
 logger = logging.getLogger(__name__)
@@ -71,6 +74,10 @@ class TimeWindow(BaseModel):
 QuietHours = TimeWindow
 
 
+#: the MCP resource under which sent notifications are published
+NOTIFICATIONS_URI = "reflectworld://notifications"
+
+
 class RuleConditions(BaseModel):
     """Structured conditions evaluated locally on every committed segment; all given ones must hold.
 
@@ -92,11 +99,19 @@ class RuleConditions(BaseModel):
     timezone: str | None = Field(None, description="IANA zone for time_window, e.g. Europe/Paris; default: local")
     absent_minutes: float | None = Field(
         None, gt=0, le=7 * 24 * 60, description="fires when none of `entities` was seen for this many minutes")
+    unknown_people: bool = Field(False, description="only people without a name (strangers) match `entities`")
+    said: list[str] = Field(default_factory=list, max_length=8,
+                            description="phrases, any of which must be in the segment's transcript")
+    text_read: list[str] = Field(default_factory=list, max_length=8,
+                                 description="phrases, any of which must be in the text read on screen")
+    understood: list[str] = Field(default_factory=list, description="how the rule's text was read (informational)")
+    needs_vlm: list[str] = Field(default_factory=list,
+                                 description="parts of the text only a VLM can judge (informational)")
 
     def is_empty(self) -> bool:
         """True when the rule has no locally evaluable condition (text only: for the VLM)."""
         return not (self.entities or self.objects or self.overlap or self.zone or self.time_window
-                    or self.absent_minutes)
+                    or self.absent_minutes or self.said or self.text_read)
 
 
 class Rule(Record):
@@ -292,3 +307,33 @@ def _notification_from_row(row: dict[str, Any]) -> NotificationRecord:
     data["channels"] = json.loads(row.get("channels_json") or "{}")
     data["payload"] = json.loads(row.get("payload_json") or "{}")
     return NotificationRecord.model_validate(data)
+
+
+class Notification(BaseModel):
+    """A sent notification, as channels and ``notify_poll`` see it."""
+
+    id: str = Field(description="ntf_… (stable: the idempotency key)")
+    seq: int = Field(description="cursor: pass the largest seen as `since` to notify_poll")
+    rule_id: str
+    rule_text: str
+    camera_id: str
+    entity_id: str = Field(description="dedup key: '*' for a rule's event, 'absent:…' for an absence, or the camera")
+    entities: list[str] = Field(default_factory=list, description="everyone involved (entity ids)")
+    severity: str
+    message: str
+    event_time: float = Field(description="wall-clock epoch seconds of the event")
+    t_start: float = Field(0.0, description="media seconds within the source")
+    trace_id: str = ""
+    keyframe_id: str = Field("", description="open with memory_visual_evidence")
+    evidence: list[str] = Field(default_factory=list)
+    keyframe_jpeg_base64: str | None = Field(None, description="the key frame itself, when attached")
+
+
+def to_notification(rec: NotificationRecord, keyframe_b64: str | None = None) -> Notification:
+    """The channel/poll view of a sent decision."""
+    return Notification(id=rec.id, seq=rec.seq, rule_id=rec.rule_id, rule_text=str(rec.payload.get("rule_text", "")),
+                        camera_id=rec.camera_id, entity_id=rec.entity_id,
+                        entities=list(rec.payload.get("entities") or []), severity=rec.severity, message=rec.message,
+                        event_time=rec.event_time, t_start=float(rec.payload.get("t_start") or 0.0),
+                        trace_id=rec.trace_id, keyframe_id=rec.keyframe_id,
+                        evidence=list(rec.payload.get("evidence") or []), keyframe_jpeg_base64=keyframe_b64)

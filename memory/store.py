@@ -435,6 +435,10 @@ class MemoryStore:
         rows = self._scan("ingest_log", f"source = {sql_literal(source)}", limit=1)
         return _model_from_row(IngestState, rows[0]) if rows else None
 
+    def ingest_sources(self) -> list[IngestState]:
+        """Every source in the ingest log (files and live sources), with its camera id."""
+        return [_model_from_row(IngestState, r) for r in self._scan("ingest_log")]
+
     def resume_point(self, source: str) -> int | None:
         """The last committed segment index of ``source``, or None when nothing was committed."""
         state = self.ingest_state(source)

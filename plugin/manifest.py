@@ -22,6 +22,14 @@ import yaml
 from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from perception.settings import (
+    NoBackendConfig,
+    PerceptionConfig,
+    SSDObjectsConfig,
+    Strict,
+    YOLOObjectsConfig,
+    YuNetFacesConfig,
+)
 from plugin.errors import ManifestError, ManifestProblem
 
 __all__ = [
@@ -40,12 +48,6 @@ __all__ = [
 ]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
-
-
-class Strict(BaseModel):
-    """Base of every manifest section: unknown keys are errors, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
 # ---------------------------------------------------------------------------------- embedders
@@ -88,109 +90,6 @@ class MemoryConfig(Strict):
         description="LanceDB URI: a directory, or s3://… / gs://…; default: the user's data directory",
     )
     embedder: EmbedderConfig = Field(default_factory=MiniLMEmbedderConfig)
-
-
-# ---------------------------------------------------------------------------------- perception
-
-
-class YuNetFacesConfig(Strict):
-    """YuNet face detection + SFace embeddings (packaged ONNX files)."""
-
-    type: Literal["yunet"] = "yunet"
-    match_threshold: float = Field(0.363, ge=0.0, le=1.0, description="SFace cosine to match")
-
-
-class NoFacesConfig(Strict):
-    """Face detection disabled."""
-
-    type: Literal["none"] = "none"
-
-
-FacesConfig = Annotated[YuNetFacesConfig | NoFacesConfig, Field(discriminator="type")]
-
-
-class SSDObjectsConfig(Strict):
-    """The vendored SSD-MobileNetV2 household detector (24 classes, perception/models/)."""
-
-    type: Literal["ssd"] = "ssd"
-    threshold: float = Field(0.5, ge=0.0, le=1.0, description="minimum detection score")
-
-
-class YOLOObjectsConfig(Strict):
-    """A user-supplied YOLO-style ONNX detector with its label file."""
-
-    type: Literal["yolo"] = "yolo"
-    model: str = Field(description="path of the .onnx file")
-    labels: str = Field(description="label file, one class name per line")
-    threshold: float = Field(0.5, ge=0.0, le=1.0)
-
-
-class NoBackendConfig(Strict):
-    """Capability disabled."""
-
-    type: Literal["none"] = "none"
-
-
-ObjectsConfig = Annotated[SSDObjectsConfig | YOLOObjectsConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class RapidOCRConfig(Strict):
-    """rapidocr (PP-OCR ONNX) on key frames; needs the `ocr` extra."""
-
-    type: Literal["rapidocr"] = "rapidocr"
-
-
-OCRConfig = Annotated[RapidOCRConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class WhisperASRConfig(Strict):
-    """faster-whisper with the packaged tiny.en model; needs the `asr` extra."""
-
-    type: Literal["whisper"] = "whisper"
-    model_dir: str | None = Field(None, description="a CTranslate2 Whisper folder instead of tiny.en")
-
-
-ASRConfig = Annotated[WhisperASRConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class ColorBodyConfig(Strict):
-    """Colour/texture appearance descriptor of person boxes."""
-
-    type: Literal["color"] = "color"
-
-
-class OnnxBodyConfig(Strict):
-    """A person re-identification ONNX model."""
-
-    type: Literal["onnx"] = "onnx"
-    model: str = Field(description="path of the .onnx re-ID model")
-
-
-BodyConfig = Annotated[ColorBodyConfig | OnnxBodyConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class PerceptionConfig(Strict):
-    """How a stream is cut into segments and what is analysed in each."""
-
-    level: Literal["light", "full"] = Field(
-        "full", description="light = segments, key frames and descriptions only; full = + faces, objects, bodies, "
-        "OCR and speech")
-    sample_fps: float = Field(4.0, gt=0, le=30, description="frames analysed per media second")
-    min_segment_s: float = Field(0.5, gt=0, le=600)
-    max_segment_s: float = Field(10.0, gt=0, le=3600)
-    scene_threshold: float = Field(0.3, gt=0, le=1, description="histogram distance that cuts")
-    keyframes_per_segment: int = Field(2, ge=1, le=16)
-    keyframe_min_gap_s: float = Field(1.0, ge=0, le=60)
-    faces: FacesConfig = Field(default_factory=YuNetFacesConfig)
-    objects: ObjectsConfig = Field(default_factory=SSDObjectsConfig)
-    ocr: OCRConfig = Field(default_factory=RapidOCRConfig)
-    asr: ASRConfig = Field(default_factory=WhisperASRConfig)
-    body: BodyConfig = Field(default_factory=ColorBodyConfig)
-    mode: Literal["offline_quality", "live_latency"] = Field(
-        "offline_quality",
-        description="offline_quality = every segment, deterministic order; live_latency = gate static/silent "
-        "segments, commit identity first, enrich with the VLM afterwards",
-    )
 
 
 # ---------------------------------------------------------------------------------- providers
@@ -497,6 +396,10 @@ def _problem_from_error(err: Any) -> ManifestProblem:
         return ManifestProblem(path, "unknown key", fix)
     if kind == "missing":
         return ManifestProblem(path, "required key is missing", "add it (see manifests/example.yaml)")
+    if kind == "value_error":  # a cross-field check on a section model: its message names the keys and the fix
+        message = str(err["msg"]).removeprefix("Value error, ")
+        what, _, fix = message.partition("; ")
+        return ManifestProblem(path, what, fix or "see manifests/example.yaml for the expected form")
     if kind == "union_tag_invalid":
         return ManifestProblem(path, err["msg"], "set `type:` to one of the listed values")
     value = err.get("input")
@@ -519,12 +422,6 @@ def parse_manifest(data: Any, source: str = "<manifest>") -> Manifest:
         raise ManifestError(source, problems) from None
     if problems:
         raise ManifestError(source, problems)
-    if manifest.perception.min_segment_s > manifest.perception.max_segment_s:
-        raise ManifestError(
-            source,
-            [ManifestProblem("perception.min_segment_s", "is larger than perception.max_segment_s",
-                             "make min_segment_s ≤ max_segment_s")],
-        )
     return manifest
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -105,9 +106,12 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         """Correct identities: name a person (or enrol a reference photo under a name), merge two entities
         that are the same person, split wrongly merged sightings off, or forget an entity completely
         (galleries, observations, facts and key frames where it was the only subject are erased)."""
-        with tool_errors("entity_update"):
-            store = ctx.request_context.lifespan_context.store
-            result = _update(store, action, entity_id, name, image_path, into_id, observation_ids)
+        app = ctx.request_context.lifespan_context
+        identity = getattr(app, "identity", None)
+        with tool_errors("entity_update"), (identity.lock if identity is not None else nullcontext()):
+            result = _update(app.store, action, entity_id, name, image_path, into_id, observation_ids)
+            if identity is not None:  # running captures resolve against the edited galleries from now on
+                identity.edited()
         return structured(result, _update_summary(result))
 
     server.add_tool(entity_list, annotations=READ_ONLY)

@@ -18,9 +18,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from memory.procedural import NotifyPolicy, QuietHours
-from plugin.delivery import NOTIFICATIONS_URI, Notification
-from plugin.notify import to_notification
+from memory.procedural import NOTIFICATIONS_URI, Notification, NotifyPolicy, QuietHours, to_notification
 from tools.errors import tool_errors
 from tools.results import clip, clock, itemize, structured
 from tools.rules import READ_ONLY, WRITES, service_of

@@ -16,7 +16,7 @@ Typical use by a driver, per analysed segment::
     stage.commit(camera_id, facts, result, entity_ids=ids)   # working memory + steering exits
 
 In ``live_latency`` mode the identity write goes first and :func:`enrich_write` builds the
-reconciled write from ``result`` (see :func:`perception.segmenting.scheduler.run_two_phase`).
+reconciled write from ``result`` (see :meth:`perception.drivers.analyzer.SegmentAnalyzer.commit`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memory.models import SegmentWrite
+from memory.models import SegmentWrite, VLMRuleSignal
 from perception.describe.anchoring import (
     Anchor,
     AnchorClaim,
@@ -49,7 +49,8 @@ from perception.describe.local import (
 from perception.describe.steering import SteeringBoard
 from perception.describe.vlm import VLMClient, VLMError, VLMUsage
 
-__all__ = ["RuleSignal", "SceneUpdate", "SegmentAnalysis", "VLMSegmentResult", "VLMSegmentStage", "enrich_write"]
+__all__ = ["RuleSignal", "SceneUpdate", "SegmentAnalysis", "VLMSegmentResult", "VLMSegmentStage", "enrich_write",
+           "vlm_signals"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,4 +191,12 @@ def enrich_write(first: SegmentWrite, result: VLMSegmentResult) -> SegmentWrite 
     observations = [o.model_copy(update={"text": text.observations.get(o.entity_id, o.text)})
                     for o in first.observations]
     return first.model_copy(update={"trace": trace, "observations": observations, "entities": [],
-                                    "gallery_faces": [], "gallery_bodies": [], "decisions": []})
+                                    "gallery_faces": [], "gallery_bodies": [], "decisions": [], "enrichment": True,
+                                    "vlm_signals": vlm_signals(result), "risk": result.risk})
+
+
+def vlm_signals(result: VLMSegmentResult | None) -> list[VLMRuleSignal]:
+    """The rules the VLM judged matched (evidence for the notification resolver; identities stay the resolver's)."""
+    if result is None or result.fallback is not None:
+        return []
+    return [VLMRuleSignal(rule=s.rule, evidence=s.evidence) for s in result.rule_signals if s.matched]

@@ -20,6 +20,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from perception.settings import SFACE_MATCH_THRESHOLD
+
 logger = logging.getLogger(__name__)
 
 YUNET_FILE = "face_detection_yunet_2023mar_int8bq.onnx"
@@ -28,8 +30,6 @@ MODEL_SHA256 = {
     YUNET_FILE: "49f000ec501fef24739071fc7e68267d32209045b6822c0c72dce1da25726f10",
     SFACE_FILE: "fb143eea07838aa532d1c95df5f69899974ea0140e1fba05e94204be13ed74ee",
 }
-#: SFace's published cosine threshold for "same person".
-SFACE_MATCH_THRESHOLD = 0.363
 
 
 @dataclass(frozen=True)

@@ -237,3 +237,16 @@ def _clip(label: str, score: float, box: np.ndarray, w: int, h: int) -> ObjectDe
     x1, y1 = min(float(w), float(box[0] + box[2])), min(float(h), float(box[1] + box[3]))
     return ObjectDetection(label=label, score=round(score, 4),
                            box=(int(round(x0)), int(round(y0)), int(round(x1 - x0)), int(round(y1 - y0))))
+
+
+def detector_labels(model: str | None = None, labels: str | None = None) -> list[str]:
+    """The class names a detector reports (lower case): the bundled SSD's, or a YOLO label file's.
+
+    Reads only the label file (no model is loaded); an unreadable file gives an empty list.
+    """
+    path = Path(labels) if model is not None and labels else SSD_LABELS
+    try:
+        names = [line.strip().lower() for line in path.read_text(encoding="utf-8").splitlines()]
+    except OSError:
+        return []
+    return [n for n in names if n and n != "???"]

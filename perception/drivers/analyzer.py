@@ -1,45 +1,52 @@
-"""Per-segment analysis shared by every driver (files now, live streams later).
+"""Per-segment analysis shared by every driver, and the pipeline bundle the drivers run on.
+
+:class:`Pipeline` is the frozen bundle of collaborators one engine hands to every driver: the
+store, the perception settings, the per-user :class:`~perception.identity.service.IdentityService`,
+the models, the scheduler, the VLM stage, the rule hooks and the post-commit hooks. Only
+``plugin.engine.Engine`` builds one; drivers and the worker only read it.
 
 :class:`SegmentAnalyzer` turns one :class:`~perception.segmenting.segment.Segment` into one
 :class:`~memory.models.SegmentWrite`: key frames → faces, objects, person bodies and text on each
 key frame, speech over the segment's audio → resolver (the only identity writer) → local
-describer. Optional models come from :func:`perception.detectors.backends.load_perceivers`. It holds
-the per-source state (camera, wall clock, entity cache) and knows nothing of where frames come
-from, so a file driver (:mod:`perception.drivers.ingest`) and a stream driver share it unchanged.
+describer or VLM. It holds the per-source state (camera, wall clock, pending identity evidence)
+and knows nothing of where frames come from, so the file and live drivers share it unchanged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 import cv2
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from memory.errors import NotFoundError
 from memory.models import Entity, EntityKind, GalleryFace, IngestState, Keyframe, Observation, SegmentWrite, Trace, stable_id
 from perception.describe.anchoring import Anchor
+from perception.describe.local import Description, FrameFaces, LocalDescriber, SegmentFacts, format_ts
+from perception.describe.vlm_stage import VLMSegmentResult, VLMSegmentStage, enrich_write, vlm_signals
 from perception.detectors.asr import Transcript
 from perception.detectors.backends import Perceivers, load_perceivers
 from perception.detectors.body import body_quality
-from perception.describe.local import Description, FrameFaces, LocalDescriber, SegmentFacts, format_ts
-from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
-from perception.identity.reference import FaceInput, IdentityResolver
-from perception.segmenting.keyframes import encode_jpeg, select_keyframes
+from perception.detectors.faces import FaceDetector, FaceEmbedder
 from perception.detectors.objects import ObjectDetection
-from perception.identity.reid import Slot, unit
-from perception.identity.resolver import Resolver
+from perception.identity.resolver import FaceInput, Resolver
+from perception.identity.service import IdentityService
+from perception.segmenting.keyframes import encode_jpeg, select_keyframes
 from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
-from perception.segmenting.segment import DEFAULT_SCENE_THRESHOLD, Segment
-from perception.describe.vlm_stage import VLMSegmentResult, VLMSegmentStage, enrich_write
+from perception.segmenting.segment import Segment
+from perception.settings import PerceptionConfig
 
-__all__ = ["AnalysisStore", "IngestSettings", "SegmentAnalyzer"]
+__all__ = ["AnalysisStore", "Models", "Pipeline", "RuleInterest", "SegmentAnalyzer"]
 
 logger = logging.getLogger(__name__)
+
+#: ``rule_interest(camera_id, people_last_segment, objects_last_segment)``: could an active rule match?
+RuleInterest = Callable[[str, int, Sequence[str]], bool]
 
 
 class AnalysisStore(Protocol):
@@ -55,37 +62,76 @@ class AnalysisStore(Protocol):
     def get_entity(self, entity_id: str) -> Entity: ...
 
 
-class IngestSettings(BaseModel):
-    """Tunable parameters of file ingestion."""
+class Models:
+    """The per-segment models of one pipeline, loaded on first use and shared by its drivers."""
 
-    model_config = ConfigDict(extra="forbid")
+    def __init__(self, settings: PerceptionConfig) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._faces: tuple[FaceDetector | None, FaceEmbedder | None] | None = None
+        self._perceivers: Perceivers | None = None
 
-    sample_fps: float = Field(4.0, gt=0, le=30, description="frames analysed per second of video")
-    min_segment_s: float = Field(
-        0.5, ge=0, description="shortest segment a scene cut may end (the last one may be shorter)"
-    )
-    max_segment_s: float = Field(10.0, gt=0, description="longest segment; longer shots are split")
-    scene_threshold: float = Field(
-        DEFAULT_SCENE_THRESHOLD, gt=0, le=1, description="HSV histogram Bhattacharyya distance that counts as a cut"
-    )
-    keyframes_per_segment: int = Field(2, ge=1, le=10)
-    keyframe_min_gap_s: float = Field(1.0, ge=0, description="minimum time between two key frames of a segment")
-    faces: bool = Field(True, description="detect, embed and identify faces")
-    face_match_threshold: float = Field(SFACE_MATCH_THRESHOLD, ge=-1, le=1, description="SFace cosine for a match")
-    jpeg_max_side: int = Field(640, ge=64, le=4096)
-    jpeg_quality: int = Field(85, ge=10, le=100)
-    objects: bool = Field(True, description="detect objects on key frames (vendored SSD unless object_model)")
-    object_model: str | None = Field(None, description="a YOLO-style ONNX detector instead of the SSD")
-    object_labels: str | None = Field(None, description="label file of object_model, one name per line")
-    object_threshold: float = Field(0.5, ge=0, le=1, description="minimum object score")
-    ocr: bool = Field(True, description="read text on key frames (extra `ocr`)")
-    asr: bool = Field(True, description="transcribe segment audio (extra `asr`)")
-    asr_model_dir: str | None = Field(None, description="a CTranslate2 Whisper folder instead of tiny.en")
-    body: bool = Field(True, description="describe person boxes for the body gallery")
-    body_model: str | None = Field(None, description="a person re-ID ONNX model instead of colour/texture")
-    identity_frames: int = Field(
-        8, ge=0, le=32, description="sampled frames per segment, besides key frames, searched for faces: more "
-        "poses of each person reach the resolver (identity evidence only; nothing else runs on them)")
+    def faces(self) -> tuple[FaceDetector | None, FaceEmbedder | None]:
+        """YuNet + SFace, or ``(None, None)`` when faces are off or the models are unavailable."""
+        with self._lock:
+            if self._faces is None:
+                self._faces = (None, None)
+                if self.settings.faces_on:
+                    detector, embedder = _face_models()
+                    if detector.available and embedder.available:
+                        self._faces = (detector, embedder)
+            return self._faces
+
+    def perceivers(self) -> Perceivers:
+        """Objects, OCR, speech and body models the settings ask for (each ``None`` when off)."""
+        with self._lock:
+            if self._perceivers is None:
+                self._perceivers = load_perceivers(self.settings)
+            return self._perceivers
+
+
+@lru_cache(maxsize=1)
+def _face_models() -> tuple[FaceDetector, FaceEmbedder]:
+    """YuNet + SFace, loaded once per process (analysis of one engine runs under its identity lock)."""
+    return FaceDetector(), FaceEmbedder()
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Everything a driver needs to turn segments into memory (built by the engine only)."""
+
+    store: AnalysisStore
+    settings: PerceptionConfig
+    identity: IdentityService
+    models: Models
+    #: the segment gate and its counters; ``None`` analyses every segment at the settings' level
+    scheduler: Scheduler | None = None
+    #: the VLM describer stage (manifest ``vlm``); ``None`` = the local describer
+    vlm_stage: VLMSegmentStage | None = None
+    #: ``camera_id -> active rule texts`` surfaced into the VLM prompt
+    active_rules: Callable[[str], list[str]] | None = None
+    #: whether a segment could match an active rule (such a segment is never skipped)
+    rule_interest: RuleInterest | None = None
+    #: called with each committed write (rules, semantic memory, live perception state)
+    on_commit: Callable[[SegmentWrite], None] | None = None
+    #: called with ``(source, camera_id)`` when a finite source was ingested to its end
+    on_source_done: Callable[[str, str], None] | None = None
+
+    def analyzer(self, source: str, camera_id: str, wall_clock: Callable[[float], float],
+                 size: int | None = None, mtime: float | None = None) -> SegmentAnalyzer:
+        """A fresh analyzer for one source of this pipeline."""
+        return SegmentAnalyzer(source=source, camera_id=camera_id, pipeline=self, wall_clock=wall_clock,
+                               size=size, mtime=mtime)
+
+    def commit(self, write: SegmentWrite) -> None:
+        """Run the post-commit hooks on a committed write."""
+        if self.on_commit is not None:
+            self.on_commit(write)
+
+    def source_done(self, source: str, camera_id: str) -> None:
+        """Tell the post-commit side that a finite source ended (its last event becomes a chapter)."""
+        if self.on_source_done is not None:
+            self.on_source_done(source, camera_id)
 
 
 @dataclass
@@ -98,42 +144,33 @@ class SegmentAnalyzer:
 
     source: str
     camera_id: str
-    settings: IngestSettings
-    store: AnalysisStore
+    pipeline: Pipeline
     wall_clock: Callable[[float], float]
-    detector: FaceDetector | None
-    embedder: FaceEmbedder | None
-    resolver: IdentityResolver
-    describer: LocalDescriber = field(default_factory=LocalDescriber)
-    entities: dict[str, Entity] = field(default_factory=dict)
-    seen: set[str] = field(default_factory=set)
     size: int | None = None
     mtime: float | None = None
-    #: optional models (objects, OCR, ASR, body); ``None`` = built from ``settings`` on first use
-    perceivers: Perceivers | None = None
-    #: the VLM stage (manifest ``vlm`` set): its text replaces the local describer's; ``None`` = local only
-    vlm_stage: VLMSegmentStage | None = None
-    #: active rule texts of a camera, surfaced into the VLM prompt
-    active_rules: Callable[[str], list[str]] | None = None
-    #: the segment gate (``live_latency`` skips static/silent segments); ``None`` = analyse every one
-    scheduler: Scheduler | None = None
-    #: end of the previous segment and how many people it had (scheduler signals)
+    describer: LocalDescriber = field(default_factory=LocalDescriber)
+    seen: set[str] = field(default_factory=set)
+    #: end of the previous segment, how many people and which objects it had (scheduler signals)
     last_t_end: float | None = None
     last_people: int = 0
+    last_objects: list[str] = field(default_factory=list)
     #: live_latency: the deferred VLM enrichment of the segment just analysed
     _enrichment: Callable[[SegmentWrite], SegmentWrite | None] | None = None
 
     def __post_init__(self) -> None:
-        body_gallery = getattr(self.store, "body_gallery", None)
-        if isinstance(self.resolver, Resolver) and not self.resolver.bodies.entities and body_gallery is not None:
-            for row in body_gallery():
-                self.resolver.bodies.seed(row.entity_id, Slot(row.id, unit(np.asarray(row.embedding)), row.quality,
-                                                              row.keyframe_id, row.created_at))
+        p = self.pipeline
+        self.settings, self.store, self.identity = p.settings, p.store, p.identity
+        self.scheduler, self.vlm_stage, self.active_rules = p.scheduler, p.vlm_stage, p.active_rules
+        self.resolver: Resolver = p.identity.resolver()
+        self.detector: FaceDetector | None = None
+        self.embedder: FaceEmbedder | None = None
+        self.perceivers: Perceivers | None = None
 
     def analyse(self, segment: Segment) -> SegmentWrite:
         """Key frames, faces, objects, text, speech, identity and description of one segment, as one write."""
         if self.perceivers is None:
-            self.perceivers = load_perceivers(self.settings)
+            self.detector, self.embedder = self.pipeline.models.faces()
+            self.perceivers = self.pipeline.models.perceivers()
         self._enrichment = None
         return _analyse(self, segment)
 
@@ -142,18 +179,20 @@ class SegmentAnalyzer:
         """``live_latency`` with a VLM: identities are committed before the VLM describes the segment."""
         return self.scheduler is not None and self.scheduler.mode == "live_latency"
 
-    def commit(self, segment: Segment, store: AnalysisStore,
-               lock: AbstractContextManager[Any] | None = None) -> SegmentWrite:
-        """Analyse and store one segment; returns the identity-phase write (what hooks should see).
+    def commit(self, segment: Segment) -> SegmentWrite:
+        """Analyse and store one segment, then run the post-commit hooks; returns the identity-phase write.
 
-        ``offline_quality``: one write, analysis and commit under ``lock``. ``live_latency`` with a
-        VLM: the identity-critical write is committed first under ``lock``; the VLM call runs
-        outside it and its text is reconciled in a second write (same ids). A failed enrichment
-        leaves the first write standing.
+        ``offline_quality``: one write, analysis and commit under the identity lock. ``live_latency``
+        with a VLM: the identity-critical write is committed first under the lock; the VLM call runs
+        outside it and its text (and rule signals) are reconciled in a second write with the same
+        ids, which the hooks see as an enrichment. A failed enrichment leaves the first write standing.
         """
-        with lock or nullcontext():
+        lock = self.identity.lock
+        with lock:
+            self.identity.check()
             first = self.analyse(segment)
-            store.write_segment(first)
+            self.store.write_segment(first)
+        self.pipeline.commit(first)
         enrich, self._enrichment = self._enrichment, None
         if enrich is None:
             return first
@@ -164,20 +203,14 @@ class SegmentAnalyzer:
             return first
         if enriched is not None:
             with lock or nullcontext():
-                store.write_segment(enriched)
+                self.store.write_segment(enriched)
+            self.pipeline.commit(enriched)
         return first
 
 
 def _entity(run: SegmentAnalyzer, entity_id: str) -> Entity | None:
-    """The current record of an entity (run cache, then store); ``None`` when unknown."""
-    if entity_id in run.entities:
-        return run.entities[entity_id]
-    try:
-        entity = run.store.get_entity(entity_id)
-    except NotFoundError:
-        return None
-    run.entities[entity.id] = entity
-    return entity
+    """The current record of an entity (identity service cache, then store); ``None`` when unknown."""
+    return run.identity.entity(entity_id)
 
 
 def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: str) -> tuple[
@@ -216,10 +249,12 @@ def _gate(run: SegmentAnalyzer, segment: Segment) -> str:
     if run.scheduler is None:
         return "full"
     first = run.last_t_end is None or segment.t_start - run.last_t_end > EVENT_GAP_S
+    interest = run.pipeline.rule_interest
     signals = SegmentSignals(
         first_of_event=first, motion=segment_motion([f.image_bgr for f in segment.frames]),
         audio_rms=audio_rms(segment.audio), speech=segment.speech, detections=run.last_people,
-        scene_cut=segment.cut_score >= run.settings.scene_threshold)
+        scene_cut=segment.cut_score >= run.settings.scene_threshold,
+        rule_relevant=interest is not None and interest(run.camera_id, run.last_people, run.last_objects))
     return run.scheduler.decide(signals).action
 
 
@@ -288,7 +323,8 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     transcript = _transcribe(run, segment) if deep else Transcript()
     extra = _identity_faces(run, segment, {id(p.frame) for p in picks}) if deep else []
     ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
-    run.last_t_end, run.last_people = segment.t_end, len(ids.entity_ids)
+    run.last_t_end, run.last_people = segment.t_end, max(len(ids.entity_ids), labels.get("person", 0))
+    run.last_objects = list(labels)
 
     # Entities: follow merges, then update last_seen once per segment (sightings: the store counts).
     canonical: dict[str, str] = {}
@@ -307,7 +343,7 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         canonical[entity_id] = entity.id
         if entity.id not in {e.id for e in entities}:
             entities.append(entity)
-        run.entities[entity.id] = entity
+        run.identity.remember(entity)
         run.seen.add(entity.id)
     assigned = [canonical.get(e, e) if e is not None else None for e in ids.assignments]
 
@@ -323,9 +359,11 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                          faces_enabled=run.detector is not None, objects=labels, text_lines=text_lines,
                          transcript=transcript.text)
     use_vlm = run.vlm_stage is not None and action != "skip"
+    vlm: VLMSegmentResult | None = None
     if use_vlm and not run.two_phase:
-        text = _vlm_describe(run, facts, [p.frame.image_bgr for p in picks], faces, per_frame, assigned,
-                             [e.id for e in entities])
+        vlm = _vlm_result(run, facts, [p.frame.image_bgr for p in picks], faces, per_frame, assigned,
+                          [e.id for e in entities])
+        text = vlm.description
     else:
         text = run.describer.describe(facts)
     if use_vlm and run.two_phase:  # live_latency: commit identities now, let the VLM enrich the text after
@@ -363,22 +401,14 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                  segment.t_end, len(keyframes), len(faces), entity_ids, list(labels))
     return SegmentWrite(source=src, camera_id=run.camera_id, segment_index=idx, trace=trace,
                         observations=observations, keyframes=keyframes, entities=entities, gallery_faces=gallery,
-                        gallery_bodies=bodies, decisions=decisions, source_size=run.size, source_mtime=run.mtime)
+                        gallery_bodies=bodies, decisions=decisions, source_size=run.size, source_mtime=run.mtime,
+                        vlm_signals=vlm_signals(vlm), risk=vlm.risk if vlm is not None else "none",
+                        people=max([len(entity_ids), labels.get("person", 0), *(e - b for b, e in per_frame)]))
 
 
 def _confidence(similarity: dict[str, float], canonical: dict[str, str], entity_id: str) -> float:
     values = [v for k, v in similarity.items() if canonical.get(k, k) == entity_id]
     return max(values, default=0.0)
-
-
-def _vlm_describe(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.ndarray], faces: list[FaceInput],
-                  per_frame: list[tuple[int, int]], assigned: list[str | None], entity_ids: list[str]) -> Description:
-    """The VLM stage's description, anchored to this segment's face detections.
-
-    The stage falls back to the local describer on any VLM failure, so a segment is never lost
-    to a model outage; identities stay the resolver's (anchors carry its committed entity ids).
-    """
-    return _vlm_result(run, facts, keyframes, faces, per_frame, assigned, entity_ids).description
 
 
 def _vlm_result(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.ndarray], faces: list[FaceInput],

@@ -41,29 +41,21 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
-from perception.media.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
+from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.errors import MediaError
-from perception.detectors.faces import FaceDetector, FaceEmbedder
+from perception.media.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
 from perception.media.gateway import AudioChunk, Gateway
-from perception.identity.reference import IdentityResolver
-from perception.drivers.analyzer import AnalysisStore, IngestSettings, SegmentAnalyzer
-from perception.segmenting.segment import Segment, Segmenter
 from perception.media.sources import AVSource, Source
 from perception.media.video import Frame, probe
-from perception.segmenting.scheduler import Scheduler
-from perception.describe.vlm_stage import VLMSegmentStage
+from perception.segmenting.segment import Segment, Segmenter
+from perception.settings import PerceptionConfig
 
-__all__ = ["IngestReport", "IngestSettings", "IngestStore", "ProgressCallback", "ingest_file", "ingest_live",
-           "live_start_point"]
+__all__ = ["IngestReport", "ProgressCallback", "ingest_file", "ingest_live", "live_start_point", "segmenter_for"]
 
 logger = logging.getLogger(__name__)
 
 #: ``progress(done_s, total_s, segments_done)``, called after each segment.
 ProgressCallback = Callable[[float, float, int], None]
-
-
-#: kept for callers that imported the old name
-IngestStore = AnalysisStore
 
 
 class IngestReport(BaseModel):
@@ -81,15 +73,11 @@ class IngestReport(BaseModel):
 
 
 
-def _face_models(settings: IngestSettings, detector: FaceDetector | None,
-                 embedder: FaceEmbedder | None) -> tuple[FaceDetector | None, FaceEmbedder | None]:
-    if not settings.faces:
-        return None, None
-    detector = detector or FaceDetector()
-    embedder = embedder or FaceEmbedder()
-    if not (detector.available and embedder.available):
-        return None, None
-    return detector, embedder
+def segmenter_for(settings: PerceptionConfig, first_index: int = 0) -> Segmenter:
+    """The segmenter the settings describe (scene, motion and speech-turn cuts)."""
+    return Segmenter(settings.min_segment_s, settings.max_segment_s, settings.scene_threshold,
+                     first_index=first_index, motion_threshold=settings.motion_threshold,
+                     motion_hold_s=settings.motion_hold_s)
 
 
 def _vad() -> SileroVAD | None:
@@ -106,43 +94,31 @@ def _overlaps(intervals: list[tuple[float, float]], start: float, end: float) ->
 
 def ingest_file(
     path: str | Path,
-    store: AnalysisStore,
-    settings: IngestSettings | None = None,
+    pipeline: Pipeline,
     camera_id: str | None = None,
     progress: ProgressCallback | None = None,
-    on_commit: Callable[[SegmentWrite], None] | None = None,
     stop: threading.Event | None = None,
-    detector: FaceDetector | None = None,
-    embedder: FaceEmbedder | None = None,
-    commit_lock: threading.Lock | None = None,
-    vlm_stage: VLMSegmentStage | None = None,
-    active_rules: Callable[[str], list[str]] | None = None,
-    scheduler: Scheduler | None = None,
+    on_segment: Callable[[SegmentWrite], None] | None = None,
 ) -> IngestReport:
-    """Ingest a video file into ``store``, resuming where an earlier run stopped.
+    """Ingest a video file through ``pipeline``, resuming where an earlier run stopped.
 
     Args:
         path: the video file; its resolved absolute path is the source key.
-        store: an open ``memory.MemoryStore``.
-        settings: ingestion parameters (defaults when ``None``).
+        pipeline: the engine's pipeline (store, settings, identity service, models, hooks).
         camera_id: camera label of every row; defaults to the file stem.
         progress: called as ``progress(done_s, total_s, segments_done)`` after each segment.
-        on_commit: called with each segment's write once it is committed (rules, consolidation…);
-            it runs on the ingest thread, so it must be quick or hand work off.
         stop: when set, ingestion stops cleanly before the next segment.
-        detector, embedder: face models to reuse across calls (created lazily otherwise).
-        commit_lock: held around analysis + write of each segment when several drivers share a
-            store (identity decisions are serialised per user).
-        vlm_stage: describe segments with the VLM (falls back to the local describer per segment).
-        active_rules: ``camera_id -> rule texts`` surfaced into the VLM prompt.
-        scheduler: the segment gate and its counters (``None``: every segment fully analysed).
+        on_segment: called with each committed write (the caller's own accounting).
+
+    Each committed segment goes through ``pipeline.on_commit``; when the file is ingested to its
+    end, ``pipeline.on_source_done`` is called once.
 
     Raises:
         MediaError: the file is missing, unreadable or corrupt (a ``SourceError`` when decoding
             fails part-way).
     """
     started = time.monotonic()
-    settings = settings or IngestSettings()
+    store, settings = pipeline.store, pipeline.settings
     p = Path(path)
     info = probe(p)  # raises MediaError with "check the path" for a missing file
     p = p.resolve()
@@ -162,14 +138,8 @@ def ingest_file(
         return IngestReport(source=source, camera_id=camera, segments_total=skipped, segments_written=0,
                             segments_skipped=skipped, seconds=time.monotonic() - started, done=True)
 
-    detector, embedder = _face_models(settings, detector, embedder)
     mtime = stat.st_mtime
-    run = SegmentAnalyzer(
-        source=source, camera_id=camera, settings=settings, store=store, wall_clock=lambda t: mtime + t,
-        size=stat.st_size, mtime=mtime, detector=detector, embedder=embedder,
-        resolver=IdentityResolver(store.face_gallery(), store, threshold=settings.face_match_threshold),
-        vlm_stage=vlm_stage, active_rules=active_rules, scheduler=scheduler,
-    )
+    run = pipeline.analyzer(source, camera, wall_clock=lambda t: mtime + t, size=stat.st_size, mtime=mtime)
     vad = _vad() if info.has_audio else None
     intervals = speech_intervals_of(p, vad) if vad is not None else []
 
@@ -180,8 +150,7 @@ def ingest_file(
     decode_from = max(0, math.floor(start_s * settings.sample_fps + 1e-6) - 2) * step if start_s > 0 else 0.0
     if skipped:
         logger.info("resuming %s after segment %d (t=%.2fs)", source, resume, start_s)
-    segmenter = Segmenter(settings.min_segment_s, settings.max_segment_s, settings.scene_threshold,
-                          first_index=skipped)
+    segmenter = segmenter_for(settings, first_index=skipped)
     end_t = info.start_s + info.duration_s
     written = 0
     interrupted = False
@@ -201,9 +170,9 @@ def ingest_file(
             if info.has_audio:
                 segment.audio = decode_audio(p, segment.t_start, segment.t_end)
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
-            write = run.commit(segment, store, commit_lock)
-            if on_commit is not None:
-                on_commit(write)
+            write = run.commit(segment)
+            if on_segment is not None:
+                on_segment(write)
             written += 1
             if progress is not None:
                 progress(max(0.0, segment.t_end - info.start_s), info.duration_s, segment.index + 1)
@@ -212,6 +181,7 @@ def ingest_file(
         frames.close()
     if not interrupted:
         store.mark_source_done(source, camera)
+        pipeline.source_done(source, camera)
     seconds = time.monotonic() - started
     logger.info("ingested %s: %d segments written, %d skipped, %.1fs%s", source, written, skipped, seconds,
                 " (interrupted)" if interrupted else "")
@@ -230,20 +200,13 @@ def live_start_point(store: AnalysisStore, source_key: str) -> tuple[int, float]
 
 def ingest_live(
     gateway: Gateway,
-    store: AnalysisStore,
-    settings: IngestSettings,
+    pipeline: Pipeline,
     camera_id: str,
     first_index: int = 0,
     stop: threading.Event | None = None,
-    on_commit: Callable[[SegmentWrite], None] | None = None,
-    commit_lock: threading.Lock | None = None,
-    detector: FaceDetector | None = None,
-    embedder: FaceEmbedder | None = None,
-    vlm_stage: VLMSegmentStage | None = None,
-    active_rules: Callable[[str], list[str]] | None = None,
-    scheduler: Scheduler | None = None,
     audio_wait_s: float = 2.0,
     final: bool = False,
+    on_segment: Callable[[SegmentWrite], None] | None = None,
 ) -> int:
     """Segment and commit a running gateway until ``stop`` is set or the gateway ends.
 
@@ -253,15 +216,9 @@ def ingest_live(
     number of segments written.
     """
     source: Source = gateway.source
-    detector, embedder = _face_models(settings, detector, embedder)
-    run = SegmentAnalyzer(
-        source=source.key, camera_id=camera_id, settings=settings, store=store, wall_clock=gateway.wall_clock,
-        detector=detector, embedder=embedder,
-        resolver=IdentityResolver(store.face_gallery(), store, threshold=settings.face_match_threshold),
-        vlm_stage=vlm_stage, active_rules=active_rules, scheduler=scheduler,
-    )
-    segmenter = Segmenter(settings.min_segment_s, settings.max_segment_s, settings.scene_threshold,
-                          first_index=first_index)
+    settings = pipeline.settings
+    run = pipeline.analyzer(source.key, camera_id, wall_clock=gateway.wall_clock)
+    segmenter = segmenter_for(settings, first_index=first_index)
     vad = _vad()
     buffer = AudioBuffer(max_s=max(60.0, 4 * settings.max_segment_s))
     speaking = False
@@ -275,9 +232,9 @@ def ingest_live(
         if heard:
             seg.audio = buffer.slice(seg.t_start, seg.t_end)
             seg.speech = vad is not None and len(seg.audio) > 0 and vad.is_speech(seg.audio)
-        write = run.commit(seg, store, commit_lock)
-        if on_commit is not None:
-            on_commit(write)
+        write = run.commit(seg)
+        if on_segment is not None:
+            on_segment(write)
         buffer.trim_before(seg.t_end - 1.0)
         written += 1
 

@@ -1,11 +1,4 @@
-"""Face → person entity resolution: the foundation's API over :mod:`perception.identity.resolver`.
-
-:class:`IdentityResolver` keeps the constructor the file and stream drivers already use
-(``IdentityResolver(store.face_gallery(), store, threshold=…)``) and is a
-:class:`~perception.identity.resolver.Resolver`: match / new / ambiguous thresholds, pending weak
-evidence, unsafe evidence never written, decisions with their evidence. New code may use
-:class:`~perception.identity.resolver.Resolver` directly.
-"""
+"""Reference stills: the face of a photo a user enrols, plus tilted views of it as extra gallery slots."""
 
 from __future__ import annotations
 
@@ -14,55 +7,13 @@ import logging
 import cv2
 import numpy as np
 
-from memory.models import GalleryBody, GalleryFace
+from perception.detectors.faces import FaceDetector, FaceEmbedder
 from perception.errors import MediaError
-from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetector, FaceEmbedder
-from perception.identity.reid import Slot
-from perception.identity.resolver import EntityIdSource, FaceInput, Resolver, SegmentIdentities, face_quality
+from perception.identity.resolver import face_quality
 
-__all__ = [
-    "EntityIdSource",
-    "FaceInput",
-    "IdentityResolver",
-    "SegmentIdentities",
-    "face_quality",
-    "reference_face",
-    "reference_views",
-]
+__all__ = ["reference_face", "reference_views"]
 
 logger = logging.getLogger(__name__)
-
-
-class IdentityResolver(Resolver):
-    """The resolver with the foundation's argument names.
-
-    Args:
-        gallery: the store's face gallery at the start of the run; ids: the store (new ids).
-        threshold: cosine at or above which a face matches an entity (SFace: 0.363).
-        min_face_px, min_score: safety gates; diverse_below, max_slots: gallery bounds.
-        body_gallery: the store's body gallery (optional).
-    """
-
-    def __init__(self, gallery: list[GalleryFace], ids: EntityIdSource, threshold: float = SFACE_MATCH_THRESHOLD,
-                 min_face_px: int = 40, min_score: float = 0.75, diverse_below: float = 0.9, max_slots: int = 8,
-                 body_gallery: list[GalleryBody] | None = None) -> None:
-        super().__init__(gallery, ids, body_gallery=body_gallery, match_threshold=threshold,
-                         new_threshold=min(0.28, threshold), min_face_px=min_face_px, min_score=min_score,
-                         diverse_below=diverse_below, max_slots=max_slots)
-
-    @property
-    def known_entities(self) -> list[str]:
-        """Entity ids that have at least one face-gallery slot."""
-        return sorted(self.faces.entities)
-
-    @property
-    def _gallery(self) -> dict[str, list[Slot]]:
-        """The face gallery's slots per entity (read by older tests and tools)."""
-        return self.faces.entities
-
-    def usable(self, face: FaceInput) -> bool:
-        """Whether a face is safe evidence for identity."""
-        return not self.unsafe_reasons(face)
 
 
 def reference_face(path: str, detector: FaceDetector | None = None,

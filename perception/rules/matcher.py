@@ -4,8 +4,12 @@ A rule signal is *evidence* that a rule matched (which rule, which entity, when,
 notification resolver (``plugin/notify.py``) decides whether anybody is told. Conditions
 (:class:`memory.procedural.RuleConditions`) are ANDed:
 
-* ``entities``: an entity id or a display name/alias present in the segment (``"*"`` = anyone).
+* ``entities``: an entity id or a display name/alias present in the segment (``"*"`` = anyone:
+  an identified entity, or a face or person box the resolver could not (yet) identify, counted in
+  ``SegmentWrite.people``). With ``unknown_people`` only people without a name match.
   Names come from the segment's entity records (``SegmentWrite.entities``).
+* ``said`` / ``text_read``: any of the phrases occurs in the transcript / the text read on screen
+  (case and punctuation ignored).
 * ``objects``: object classes in ``trace.objects`` (any or all of them).
 * ``overlap``: for each label pair, a box of the first label intersects a box of the second.
 * ``zone``: a box of a matching label (the entities' kinds, the object classes, or any box when the
@@ -14,6 +18,9 @@ notification resolver (``plugin/notify.py``) decides whether anybody is told. Co
 * ``absent_minutes``: none of ``entities`` has been seen on this camera for that long. The matcher
   remembers when each entity was last seen per camera; an entity never seen counts from the
   first segment the matcher saw on that camera (or the entity's stored ``last_seen``).
+
+A rule yields at most one signal per segment, naming everyone involved; its dedup key is the
+rule (``entity_id="*"``), so the resolver notifies once per event, not once per person.
 
 Boxes: a committed segment carries no boxes today, so ``zone``/``overlap`` use a box provider,
 called only when an active rule needs boxes. :class:`KeyframeBoxes` re-runs detection on the
@@ -28,6 +35,7 @@ Blocking code (JPEG decode, ONNX); it runs on the ingest thread via ``on_commit`
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -86,6 +94,7 @@ class RuleSignal(BaseModel):
     evidence: list[str] = Field(default_factory=list, description="why it matched, in words")
     keyframe_id: str = ""
     origin: str = Field("local", description="local matcher, vlm, or source (live source events)")
+    entities: list[str] = Field(default_factory=list, description="everyone involved (entity ids)")
 
 
 def point_in_polygon(point: tuple[float, float], polygon: Sequence[tuple[float, float]]) -> bool:
@@ -205,11 +214,27 @@ class RuleMatcher:
         if wanted:
             for eid in present:
                 refs = {eid.lower(), *(n.lower() for n in names.get(eid, []))}
+                if cond.unknown_people and names.get(eid):
+                    continue
                 if "*" in wanted or refs & set(wanted):
                     matched.append(eid)
-            if not matched:
+            unidentified = max(0, write.people - len(present)) if "*" in wanted else 0
+            if not matched and not unidentified:
                 return []
-            evidence.append("present: " + ", ".join(_label(e, names) for e in matched))
+            who = [_label(e, names) for e in matched]
+            if unidentified:
+                who.append(f"{unidentified} unidentified {'person' if unidentified == 1 else 'people'}")
+            evidence.append("present: " + ", ".join(who))
+        if cond.said:
+            heard = [p for p in cond.said if _norm(p) and _norm(p) in _norm(trace.transcript)]
+            if not heard:
+                return []
+            evidence.append("said: " + ", ".join(f'"{p}"' for p in heard))
+        if cond.text_read:
+            read = [p for p in cond.text_read if _norm(p) and _norm(p) in _norm(trace.ocr_text)]
+            if not read:
+                return []
+            evidence.append("text read: " + ", ".join(f'"{p}"' for p in read))
         if cond.objects:
             have = {o.strip().lower() for o in trace.objects}
             need = [o.strip().lower() for o in cond.objects]
@@ -233,11 +258,9 @@ class RuleMatcher:
                 return []
             keyframe = inside[0].keyframe_id or keyframe
             evidence.append(f"{inside[0].label} inside the zone")
-        if matched:  # one signal per entity: the resolver deduplicates per rule × entity
-            return [self._signal(rule, write, eid, evidence,
-                                 keyframe if cond.zone else (_first_frame(write, eid) or keyframe), wall_end)
-                    for eid in matched]
-        return [self._signal(rule, write, "*", evidence, keyframe, wall_end)]
+        if matched and not cond.zone:
+            keyframe = _first_frame(write, matched[0]) or keyframe
+        return [self._signal(rule, write, "*", evidence, keyframe, wall_end, matched)]
 
     def _absence(self, rule: Rule, write: SegmentWrite, wanted: list[str], evidence: list[str], wall_end: float,
                  seen_before: Callable[[str], float | None] | None) -> list[RuleSignal]:
@@ -265,10 +288,15 @@ class RuleMatcher:
 
     @staticmethod
     def _signal(rule: Rule, write: SegmentWrite, entity: str, evidence: list[str], keyframe: str,
-                wall_end: float) -> RuleSignal:
+                wall_end: float, entities: Sequence[str] = ()) -> RuleSignal:
         return RuleSignal(rule_id=rule.id, camera_id=write.camera_id, entity_id=entity, trace_id=write.trace.id,
                           t_start=write.trace.t_start, wall_start=write.trace.wall_start, wall_end=wall_end,
-                          evidence=list(evidence), keyframe_id=keyframe)
+                          evidence=list(evidence), keyframe_id=keyframe, entities=list(entities))
+
+
+def _norm(text: str) -> str:
+    """Lower case, punctuation dropped, single spaces: what phrase matching compares."""
+    return " ".join(re.findall(r"[a-z0-9']+", text.lower()))
 
 
 def _first_frame(write: SegmentWrite, entity_id: str) -> str:

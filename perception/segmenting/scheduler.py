@@ -7,10 +7,11 @@
   with speech and any segment whose audio could not be transcribed. ``offline_quality`` analyses
   every segment; ``live_latency`` skips static, silent segments and uses ``light`` when nothing was
   detected. Counters of skipped and analysed segments feed ``capture_status``.
-* **Modes** (:func:`run_two_phase`): in ``live_latency`` the identity-critical write (entities,
-  gallery, trace with the local text) is committed first under a per-user lock (:class:`UserLocks`),
-  the VLM enrichment runs outside the lock, and its reconciled write (same ids, text fields only)
-  is committed afterwards under the lock again. ``offline_quality`` commits once, in order.
+* **Rules**: a segment that could match an active rule (``SegmentSignals.rule_relevant``) is
+  never skipped, so a static scene with someone a rule watches for is still looked at.
+* **Modes**: in ``live_latency`` the identity-critical write is committed first under the
+  per-user identity lock and the VLM enrichment afterwards
+  (:meth:`perception.drivers.analyzer.SegmentAnalyzer.commit`); ``offline_quality`` commits once, in order.
 """
 
 from __future__ import annotations
@@ -18,21 +19,19 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 import cv2
 import numpy as np
 
-__all__ = ["Decision", "Scheduler", "SegmentSignals", "UserLocks", "audio_rms", "frame_changed",
-           "run_two_phase", "segment_motion"]
+__all__ = ["Decision", "Scheduler", "SegmentSignals", "audio_rms", "frame_changed", "segment_motion"]
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["offline_quality", "live_latency"]
 Action = Literal["skip", "light", "full"]
-W = TypeVar("W")
 
 
 def _grey(image: np.ndarray) -> np.ndarray:
@@ -73,6 +72,8 @@ class SegmentSignals:
     transcription_failed: bool = False
     detections: int = 0
     scene_cut: bool = False
+    #: an active rule could match this segment (its camera has a rule on what the last segment showed)
+    rule_relevant: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ class Scheduler:
             return Decision(self._deep(s), "audio could not be transcribed", guard=True)
         silent = s.audio_rms is None or s.audio_rms < self.silence_rms
         if s.motion < self.static_motion and silent and not s.scene_cut:
+            if s.rule_relevant:
+                return Decision(self._deep(s), "may match an active rule", guard=True)
             return Decision("skip", "static and silent")
         if self.level == "light":
             return Decision("light", "perception level is light")
@@ -138,40 +141,3 @@ class Scheduler:
         """Counts for ``capture_status``: analysed, skipped, light, full, guarded, by reason."""
         with self._lock:
             return {**self._counts, "mode": self.mode, "reasons": dict(self._reasons)}
-
-
-class UserLocks:
-    """One lock per user id: identity decisions are serialised per user."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-
-    def get(self, user_id: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(user_id, threading.Lock())
-
-
-def run_two_phase(user_id: str, locks: UserLocks, identity: Callable[[], W], commit: Callable[[W], None],
-                  enrich: Callable[[W], W | None]) -> W:
-    """``live_latency`` commit order: identity first (locked), enrichment afterwards (reconciled).
-
-    ``identity()`` builds the identity-critical write and ``commit`` stores it, both under the
-    user's lock; ``enrich(first)`` (the slow VLM call) runs unlocked and returns the reconciled
-    write (same ids; ``None`` when there is nothing to add), which is committed under the lock.
-    Returns the last committed write. If enrichment fails, the identity write stands.
-    """
-    lock = locks.get(user_id)
-    with lock:
-        first = identity()
-        commit(first)
-    try:
-        enriched = enrich(first)
-    except Exception:
-        logger.exception("enrichment failed; keeping the identity-phase write")
-        return first
-    if enriched is None:
-        return first
-    with lock:
-        commit(enriched)
-    return enriched

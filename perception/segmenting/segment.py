@@ -1,9 +1,13 @@
-"""Cut a stream of sampled frames into segments at scene changes.
+"""Cut a stream of sampled frames into segments at scene changes, motion changes and speech turns.
 
 A cut happens before a frame whose HSV hue/saturation histogram differs from the previous
 frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
 the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
-regardless. The segmenter's state resets at every cut, so segmentation that restarts at a
+regardless. Motion is a boundary too: each segment starts in a motion state (moving or still,
+from the mean grey-level difference of its first frame to the one before); when the frames have
+been in the other state for ``motion_hold_s``, the segment is cut there, so "someone walks into
+an empty room" and "everything stops" start segments of their own. A speech turn starting or
+ending is a boundary as well. The segmenter's state resets at every cut, so segmentation that restarts at a
 segment's first frame (a resumed ingest) reproduces the same later segments. Only the last
 segment of a stream may be shorter than ``min_s``.
 """
@@ -18,12 +22,12 @@ import cv2
 import numpy as np
 
 from perception.media.video import Frame
+from perception.settings import DEFAULT_MOTION_THRESHOLD, DEFAULT_SCENE_THRESHOLD
+
+__all__ = ["DEFAULT_MOTION_THRESHOLD", "DEFAULT_SCENE_THRESHOLD", "Segment", "Segmenter", "colour_histogram",
+           "frame_distance", "grey_thumbnail", "motion_between"]
 
 logger = logging.getLogger(__name__)
-
-#: Default scene-change threshold (Bhattacharyya distance of HSV histograms). In-shot motion and
-#: camera pans in the test clip stay below 0.25; its hard cuts measure 0.39–0.51.
-DEFAULT_SCENE_THRESHOLD = 0.3
 
 _EPS = 1e-6
 
@@ -59,6 +63,18 @@ def colour_histogram(image_bgr: np.ndarray) -> np.ndarray:
     return hist
 
 
+def grey_thumbnail(image_bgr: np.ndarray) -> np.ndarray:
+    """A 64×36 grey thumbnail in [0, 1] (what motion is measured on)."""
+    small = cv2.resize(image_bgr, (64, 36), interpolation=cv2.INTER_AREA)
+    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small
+    return grey.astype(np.float32) / 255.0
+
+
+def motion_between(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute difference of two :func:`grey_thumbnail` images."""
+    return float(np.abs(a - b).mean())
+
+
 def frame_distance(a: np.ndarray, b: np.ndarray) -> float:
     """Bhattacharyya distance between two histograms from :func:`colour_histogram`."""
     return float(cv2.compareHist(a, b, cv2.HISTCMP_BHATTACHARYYA))
@@ -72,6 +88,8 @@ class Segmenter:
         max_s: longest segment; a segment is cut when a frame would make it longer.
         threshold: histogram distance counted as a scene change.
         first_index: index given to the first segment (resume passes last index + 1).
+        motion_threshold: grey-level difference that counts as motion (``None``: no motion cuts).
+        motion_hold_s: how long the other motion state must last before it cuts.
     """
 
     def __init__(
@@ -80,6 +98,8 @@ class Segmenter:
         max_s: float = 10.0,
         threshold: float = DEFAULT_SCENE_THRESHOLD,
         first_index: int = 0,
+        motion_threshold: float | None = None,
+        motion_hold_s: float = 1.0,
     ) -> None:
         if min_s < 0 or max_s <= 0 or min_s > max_s:
             raise ValueError(f"need 0 <= min_s <= max_s and max_s > 0, got min_s={min_s}, max_s={max_s}")
@@ -90,6 +110,26 @@ class Segmenter:
         self._current: Segment | None = None
         self._prev_hist: np.ndarray | None = None
         self._prev_speech: bool | None = None
+        self.motion_threshold = motion_threshold
+        self.motion_hold_s = motion_hold_s
+        self._prev_grey: np.ndarray | None = None
+        self._moving: bool | None = None  # the current segment's motion state
+        self._changed_at: float | None = None  # when the frames left that state
+
+    def _motion_turn(self, frame: Frame, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
+        """Track the segment's motion state; True when the other state has lasted ``motion_hold_s``."""
+        if self.motion_threshold is None or prev_grey is None or grey is None:
+            return False
+        moving = motion_between(prev_grey, grey) >= self.motion_threshold
+        if self._moving is None:
+            self._moving = moving
+            return False
+        if moving == self._moving:
+            self._changed_at = None
+            return False
+        if self._changed_at is None:
+            self._changed_at = frame.t
+        return frame.t - self._changed_at >= self.motion_hold_s - _EPS
 
     def feed(self, frame: Frame, speech: bool | None = None) -> Segment | None:
         """Add one frame; return the segment it closed, if it started a new one.
@@ -100,19 +140,24 @@ class Segmenter:
         hist = colour_histogram(frame.image_bgr)
         prev_hist, self._prev_hist = self._prev_hist, hist
         prev_speech, self._prev_speech = self._prev_speech, speech
+        grey = grey_thumbnail(frame.image_bgr) if self.motion_threshold is not None else None
+        prev_grey, self._prev_grey = self._prev_grey, grey
         current = self._current
         if current is None:
             self._start(frame, 0.0 if prev_hist is None else frame_distance(prev_hist, hist))
+            self._motion_turn(frame, prev_grey, grey)
             return None
         length = frame.t - current.t_start
         score = frame_distance(prev_hist, hist)
-        if length >= self.max_s - _EPS:
-            return self._cut(frame, score)
-        if score >= self.threshold and length >= self.min_s - _EPS:
-            return self._cut(frame, score)
         turn = speech is not None and prev_speech is not None and speech != prev_speech
-        if turn and length >= self.min_s - _EPS:
-            return self._cut(frame, score)
+        long_enough = length >= self.min_s - _EPS
+        cut = length >= self.max_s - _EPS or (long_enough and (score >= self.threshold or turn))
+        if not cut and self._motion_turn(frame, prev_grey, grey) and long_enough:
+            cut = True
+        if cut:
+            closed = self._cut(frame, score)
+            self._motion_turn(frame, prev_grey, grey)  # the new segment's motion state, from its first frame
+            return closed
         current.frames.append(frame)
         return None
 
@@ -125,6 +170,7 @@ class Segmenter:
             raise RuntimeError("prime() must come before the first feed()")
         self._prev_hist = colour_histogram(frame.image_bgr)
         self._prev_speech = speech
+        self._prev_grey = grey_thumbnail(frame.image_bgr) if self.motion_threshold is not None else None
 
     def flush(self, end_t: float | None = None) -> Segment | None:
         """Close and return the open segment (``None`` if no frame was fed).
@@ -147,6 +193,8 @@ class Segmenter:
         self._current = None
         self._prev_hist = None
         self._prev_speech = None
+        self._prev_grey = None
+        self._moving = self._changed_at = None
         return current
 
     def segments(
@@ -171,6 +219,7 @@ class Segmenter:
             yield last
 
     def _start(self, frame: Frame, score: float) -> None:
+        self._moving = self._changed_at = None
         self._current = Segment(
             index=self._next_index, t_start=frame.t, t_end=frame.t, frames=[frame], cut_score=score
         )

@@ -126,7 +126,7 @@ def cmd_qa(args: argparse.Namespace) -> int:
     """Run the agent over every annotated question and print accuracy per type."""
     from plugin.ask import MemoryAgent, build_client
     from plugin.cli import _manifest, _out, _setup_logging
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)

@@ -81,7 +81,7 @@ def test_prompt_size_after_1000_segments_matches_after_10() -> None:
 
 def test_camera_context_and_entity_history_from_a_real_store(ingested: Path, tmp_path: Path) -> None:
     from plugin.manifest import load_manifest
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     store = open_store(load_manifest(ingested))
     try:

@@ -94,7 +94,7 @@ def test_ctrl_c_stops_between_segments_and_the_rerun_resumes_without_duplicates(
     assert f"{24 - written_first} segment(s) written, {written_first} already in memory" in rerun.stdout
 
     from plugin.manifest import load_manifest
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     store = open_store(load_manifest(manifest))
     try:

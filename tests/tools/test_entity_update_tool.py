@@ -12,7 +12,8 @@ from mcp import Client
 from memory.search import sql_literal
 from perception import IngestSettings, ingest_file
 from plugin.manifest import load_manifest
-from plugin.server import create_server, open_store
+from plugin.server import create_server
+from plugin.engine import open_store
 from tests.conftest import CLIP, DATA, write_manifest
 
 pytestmark = pytest.mark.anyio

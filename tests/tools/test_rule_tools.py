@@ -12,7 +12,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from memory import HashEmbedder, MemoryStore
 from memory.models import Entity, Keyframe, SegmentWrite, Trace
-from plugin.delivery import NOTIFICATIONS_URI
+from memory.procedural import NOTIFICATIONS_URI
 from plugin.manifest import load_manifest
 from plugin.notify import NotificationService
 from plugin.server import create_server
