@@ -28,13 +28,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memory import HashEmbedder, MemoryStore, MiniLMEmbedder, OpenAIEmbedder
 from memory.embedders import Embedder
+from memory.models import SegmentWrite
 from perception.describe.context import (
     ContextBuilder,
     PerceptionRuntime,
@@ -69,6 +70,8 @@ class Overrides:
     deliver: bool = True
     #: the HTTP address this process serves, named to other processes that want to capture
     http: str | None = None
+    #: one more post-commit hook, after the engine's own (tests and benches observe the writes)
+    on_commit: Callable[[SegmentWrite], Any] | None = None
 
 
 def build_embedder(manifest: Manifest) -> Embedder:
@@ -142,7 +145,8 @@ class Engine:
                 active_rules=lambda camera: [r.text for r in self.notifications.active_rules(camera)],
                 rule_interest=self.notifications.could_match,
                 on_commit=chain_commits(self.semantic.on_commit if self.semantic else None,
-                                        self.notifications.on_commit, self.perception.on_commit),
+                                        self.notifications.on_commit, self.perception.on_commit,
+                                        self.overrides.on_commit),
                 on_source_done=self._source_done)
             self.worker = Worker(self.pipeline, mode=self.settings.mode,
                                  on_source_event=self.notifications.on_source_event, before_start=self.lease.acquire)

@@ -62,9 +62,9 @@ NO_MODELS: dict[str, object] = {"faces": {"type": "none"}, "objects": {"type": "
                                 "asr": {"type": "none"}, "body": {"type": "none"}}
 
 
-def engine_for(directory: Path, **manifest: object):  # type: ignore[no-untyped-def]
+def engine_for(directory: Path, overrides: object = None, **manifest: object):  # type: ignore[no-untyped-def]
     """An engine (not yet open; use it in a ``with``) over an offline manifest written to ``directory``."""
     from plugin.engine import Engine
     from plugin.manifest import load_manifest
 
-    return Engine.from_manifest(load_manifest(write_manifest(directory, **manifest)))
+    return Engine.from_manifest(load_manifest(write_manifest(directory, **manifest)), overrides)  # type: ignore[arg-type]
