@@ -136,9 +136,9 @@ class PerceptionConfig(Strict):
     max_segment_s: float = Field(10.0, gt=0, le=3600, description="longest segment; longer shots are split")
     scene_threshold: float = Field(DEFAULT_SCENE_THRESHOLD, gt=0, le=1, description="histogram distance that cuts")
     motion_threshold: float | None = Field(
-        DEFAULT_MOTION_THRESHOLD, gt=0, le=1, description="mean grey-level frame difference that counts as motion; a stretch of "
-        "motion starting or stopping (for motion_hold_s) is a segment boundary; null = no motion cuts")
-    motion_hold_s: float = Field(1.0, gt=0, le=60, description="how long motion must start or stop to cut")
+        DEFAULT_MOTION_THRESHOLD, gt=0, le=1, description="mean grey-level frame difference that counts as motion; "
+        "motion starting in a still scene, or stopping for motion_hold_s, is a segment boundary; null = no motion cuts")
+    motion_hold_s: float = Field(1.0, gt=0, le=60, description="how long motion must have stopped to cut")
     keyframes_per_segment: int = Field(2, ge=1, le=16)
     keyframe_min_gap_s: float = Field(1.0, ge=0, le=60, description="minimum time between two key frames")
     identity_frames: int = Field(

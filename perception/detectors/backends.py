@@ -26,6 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from perception.settings import PerceptionConfig
+
 __all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "package_file", "verified"]
 
 logger = logging.getLogger(__name__)
@@ -119,14 +121,13 @@ def _body(model: str | None) -> Any:
     return ColourTextureDescriptor() if model is None else OnnxBodyDescriptor(model)
 
 
-def load_perceivers(settings: Any) -> Perceivers:
-    """Build (or reuse, per process) the optional models an ``IngestSettings`` asks for."""
-    get = lambda name, default=None: getattr(settings, name, default)  # noqa: E731
-    objects = _objects(get("object_model"), get("object_labels"), float(get("object_threshold", 0.5))) \
-        if get("objects", False) else None
+def load_perceivers(settings: PerceptionConfig) -> Perceivers:
+    """Build (or reuse, per process) the optional models the perception settings turn on."""
+    objects = _objects(settings.object_model, settings.object_labels, settings.object_threshold) \
+        if settings.objects_on else None
     return Perceivers(
         objects=objects,
-        ocr=_ocr() if get("ocr", False) else None,
-        asr=_asr(get("asr_model_dir")) if get("asr", False) else None,
-        body=_body(get("body_model")) if get("body", False) and objects is not None else None,
+        ocr=_ocr() if settings.ocr_on else None,
+        asr=_asr(settings.asr_model_dir) if settings.asr_on else None,
+        body=_body(settings.body_model) if settings.body_on and objects is not None else None,
     )

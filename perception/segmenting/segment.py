@@ -4,9 +4,9 @@ A cut happens before a frame whose HSV hue/saturation histogram differs from the
 frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
 the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
 regardless. Motion is a boundary too: each segment starts in a motion state (moving or still,
-from the mean grey-level difference of its first frame to the one before); when the frames have
-been in the other state for ``motion_hold_s``, the segment is cut there, so "someone walks into
-an empty room" and "everything stops" start segments of their own. A speech turn starting or
+from the mean grey-level difference of its first frame to the one before). A still segment is cut
+at the first frame that moves ("someone walks into an empty room" starts a segment of its own); a
+moving one is cut once the frames have been still for ``motion_hold_s`` ("everything stopped"). A speech turn starting or
 ending is a boundary as well. The segmenter's state resets at every cut, so segmentation that restarts at a
 segment's first frame (a resumed ingest) reproduces the same later segments. Only the last
 segment of a stream may be shorter than ``min_s``.
@@ -89,7 +89,7 @@ class Segmenter:
         threshold: histogram distance counted as a scene change.
         first_index: index given to the first segment (resume passes last index + 1).
         motion_threshold: grey-level difference that counts as motion (``None``: no motion cuts).
-        motion_hold_s: how long the other motion state must last before it cuts.
+        motion_hold_s: how long a moving segment must have been still before it cuts.
     """
 
     def __init__(
@@ -127,6 +127,8 @@ class Segmenter:
         if moving == self._moving:
             self._changed_at = None
             return False
+        if moving:  # something started to move: a boundary at once (someone walks in)
+            return True
         if self._changed_at is None:
             self._changed_at = frame.t
         return frame.t - self._changed_at >= self.motion_hold_s - _EPS
