@@ -109,6 +109,10 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in _HIDDEN and k != "jpeg" and not k.startswith("_")}
 
 
+#: candidates fetched per level before fusing and paging (hybrid ranks depend on the pool's size)
+PAGE_POOL = 50
+
+
 class MemoryStore:
     """Long-term memory of one user over LanceDB. See the module docstring for the design."""
 
@@ -478,8 +482,9 @@ class MemoryStore:
             mode = SearchMode.VECTOR
         vector = self._embed([query])[0] if mode is not SearchMode.FTS else None
         levels = list(SEARCHABLE) if level == "all" else [level]
+        pool = max(limit + offset, PAGE_POOL)  # one candidate pool for every page, so pages never overlap
         per_level = {lv: self._search_level(lv, query, vector, mode, build_where(lv, self.user_id, camera, entity,
-                                                                                 start, end), limit + offset)
+                                                                                 start, end), pool)
                      for lv in levels}
         if level != "all":
             return per_level[level][offset:offset + limit]
