@@ -83,13 +83,13 @@ def procedural_memory(ctx: MigrationContext) -> None:
 
 @migration(3)
 def identity_decisions(ctx: MigrationContext) -> None:
-    """Add the ``identity_decisions`` table (why an entity got each sighting; issue 4)."""
+    """Add the ``identity_decisions`` table (why an entity got each sighting)."""
     ctx.db.create_table("identity_decisions", schema=table_schemas(ctx.dim)["identity_decisions"], exist_ok=True)
 
 
 @migration(4)
 def semantic_memory(ctx: MigrationContext) -> None:
-    """Fact provenance and camera-context columns, and the ``semantic_state`` counters (issue 6)."""
+    """Fact provenance and camera-context columns, and the ``semantic_state`` counters."""
     for name, columns in (("facts", FACT_V4_COLUMNS), ("camera_context", CAMERA_CONTEXT_V4_COLUMNS)):
         table = ctx.db.open_table(name)
         missing = [pa.field(col, kind) for col, kind in columns if col not in table.schema.names]

@@ -178,13 +178,20 @@ class ProceduralMemory:
     # ------------------------------------------------------------------ rules
 
     def add_rule(self, text: str, camera_ids: list[str] | None = None, conditions: RuleConditions | None = None,
-                 severity: Severity = "info", cooldown_s: float = 300.0, enabled: bool = True) -> Rule:
-        """Store a rule (idempotent on text × cameras × conditions) and return it."""
+                 severity: Severity = "info", cooldown_s: float = 300.0, enabled: bool = True,
+                 key: tuple[list[str], RuleConditions] | None = None) -> Rule:
+        """Store a rule (idempotent on text × cameras × conditions) and return it.
+
+        ``key`` gives the cameras and conditions the id derives from when they differ from the stored
+        ones (a rule compiled from its text keeps one id however the compiler reads it over time).
+        """
         if not text.strip():
             raise ValueError("rule text is empty; describe what should be noticed, e.g. 'a person at the door'")
         cams = sorted(set(camera_ids or []))
         cond = conditions or RuleConditions()
-        rule_id = stable_id("rule_", self.store.user_id, text.strip(), ",".join(cams), cond.model_dump_json())
+        key_cams, key_cond = key if key is not None else (cams, cond)
+        rule_id = stable_id("rule_", self.store.user_id, text.strip(), ",".join(sorted(set(key_cams))),
+                            key_cond.model_dump_json())
         existing = self.get_rule(rule_id)
         rule = Rule(id=rule_id, text=text.strip(), conditions=cond, camera_ids=cams, severity=severity,
                     cooldown_s=cooldown_s, enabled=enabled,

@@ -34,7 +34,7 @@ NOTIFICATION_V2_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("keyframe_id", _str), ("seq", _i64), ("payload_json", _str))
 
 
-#: semantic-memory columns added by migration 4 (issue 6): fact edit provenance, camera-context locks.
+#: semantic-memory columns added by migration 4: fact edit provenance, camera-context locks.
 FACT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("key", _str), ("supersedes", _str), ("retired_by", _strs), ("reason", _str), ("confirmations", _i64),
     ("updated_at", _f64))

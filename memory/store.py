@@ -89,7 +89,7 @@ def entity_text(entity: Entity) -> str:
     return " ".join([entity.id, entity.kind, *names, entity.description]).strip()
 
 
-#: facts: candidates fetched per wanted hit, so importance can lift a fact into the page (issue 6)
+#: facts: candidates fetched per wanted hit, so importance can lift a fact into the page
 FACT_POOL = 3
 #: most traces ``get`` returns under a chapter
 CHAPTER_CHILDREN = 100

@@ -163,7 +163,7 @@ class QAConfig(Strict):
 
 
 class SemanticConfig(Strict):
-    """Semantic memory off the hot path: fact consolidation, chapters, per-camera context (issue 6)."""
+    """Semantic memory off the hot path: fact consolidation, chapters, per-camera context."""
 
     enabled: bool = Field(True, description="run the background semantic runner")
     consolidator: Literal["local", "llm"] = Field(
@@ -250,7 +250,8 @@ class RuleConfig(Strict):
     cameras: list[str] = Field(default_factory=list, description="camera ids; empty = every camera")
     conditions: dict[str, Any] = Field(
         default_factory=dict, description="local conditions: entities, objects, objects_mode, overlap, zone, "
-        "time_window {start, end}, timezone, absent_minutes (see memory/procedural.py RuleConditions)")
+        "time_window {start, end}, timezone, absent_minutes, unknown_people, said, text_read (see "
+        "memory/procedural.py RuleConditions); empty = compile the text")
     severity: Literal["info", "warning", "critical"] = "info"
     cooldown_s: float = Field(300.0, ge=0, le=7 * 86400, description="minimum time between two deliveries")
     enabled: bool = True

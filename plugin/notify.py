@@ -197,6 +197,7 @@ class NotificationService:
             ValueError: nothing of the text was understood and no VLM is configured (nothing stored);
                 the message says how to rephrase it.
         """
+        key = None
         if conditions is None or conditions.is_empty():
             compiled = self.compile(text)
             cond = compiled.conditions
@@ -205,9 +206,11 @@ class NotificationService:
                                  f"nothing in it is a condition the local compiler knows; {rephrase_help(self.labels)}")
             if self.vlm and not compiled.complete:  # the model judges the whole text; keep what was understood
                 cond = RuleConditions(understood=cond.understood, needs_vlm=cond.needs_vlm)
+            key = (list(cameras or []), RuleConditions())  # one id per text, however it is read over time
             conditions = cond
             cameras = sorted({*(cameras or []), *compiled.cameras})
-        return self.procedural.add_rule(text, cameras, conditions, severity, cooldown_s, enabled)  # type: ignore[arg-type]
+        return self.procedural.add_rule(text, cameras, conditions, severity, cooldown_s, enabled,  # type: ignore[arg-type]
+                                        key=key)
 
     def could_match(self, camera: str, people: int, objects: Sequence[str]) -> bool:
         """Whether an active rule of ``camera`` could match a segment like the last one (never skip it)."""

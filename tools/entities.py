@@ -40,7 +40,7 @@ class EntityDetail(BaseModel):
     decisions: list[dict[str, Any]] = Field(default_factory=list, description=(
         "why it has its sightings, newest first: match/new/confirm_pending by the resolver (score, runner-up, "
         "evidence) or name/enrol/merge/split by a user"))
-    facts: list[Fact] = Field(default_factory=list, description=(  # issue 6: semantic memory
+    facts: list[Fact] = Field(default_factory=list, description=(  # semantic memory
         "what is known about it, most important first: text, kind, importance w in [0,1], evidence_ids "
         "(open with memory_get)"))
 

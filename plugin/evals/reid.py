@@ -20,6 +20,7 @@ import logging
 import math
 from pathlib import Path
 
+from perception.settings import SFACE_MATCH_THRESHOLD
 from plugin.errors import PluginError
 
 __all__ = ["add_parser", "evaluate"]
@@ -31,7 +32,7 @@ PROTOCOL = ("gallery = first ceil(n/2) images per identity (sorted by name), pro
             "match = best cosine >= {threshold} and >= runner-up + {margin}; identities with one image skipped")
 
 
-def evaluate(folder: Path, threshold: float = 0.363, margin: float = 0.04) -> dict[str, object]:
+def evaluate(folder: Path, threshold: float = SFACE_MATCH_THRESHOLD, margin: float = 0.04) -> dict[str, object]:
     """Run the protocol of the module docstring over ``folder``.
 
     Raises:
@@ -109,6 +110,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     """Add ``reflectworld eval reid``."""
     p = sub.add_parser("reid", help="face re-identification accuracy and false-merge rate on FOLDER/<identity>/*")
     p.add_argument("folder", help="one sub-folder of images per identity; sub-folders starting with _ are ignored")
-    p.add_argument("--threshold", type=float, default=0.363, help="SFace cosine to accept a match")
+    p.add_argument("--threshold", type=float, default=SFACE_MATCH_THRESHOLD, help="SFace cosine to accept a match")
     p.add_argument("--json", action="store_true", help='print one JSON object {"accuracy", "false_merge_rate", "n"}')
     p.set_defaults(func=_run)
