@@ -21,15 +21,40 @@ Public API (blocking code; run it in a worker thread from async code):
 * errors: :class:`PerceptionError`, :class:`MediaError`
 """
 
-from perception.describe.local import LocalDescriber
-from perception.detectors.faces import FaceDetection, FaceDetector, FaceEmbedder
-from perception.drivers.analyzer import Pipeline, SegmentAnalyzer
-from perception.drivers.ingest import IngestReport, ingest_file
-from perception.errors import MediaError, PerceptionError
-from perception.media.video import Frame, MediaInfo, iter_frames, probe
-from perception.segmenting.keyframes import encode_jpeg, quality, select_keyframes
-from perception.segmenting.segment import Segment, Segmenter
-from perception.settings import PerceptionConfig
+from importlib import import_module
+from typing import Any
+
+#: public name → the module that defines it (imported on first use: ``import perception.settings``
+#: stays light, and OpenCV/ONNX load only when a caller needs them)
+_EXPORTS = {
+    "LocalDescriber": "perception.describe.local",
+    "FaceDetection": "perception.detectors.faces",
+    "FaceDetector": "perception.detectors.faces",
+    "FaceEmbedder": "perception.detectors.faces",
+    "Pipeline": "perception.drivers.analyzer",
+    "SegmentAnalyzer": "perception.drivers.analyzer",
+    "IngestReport": "perception.drivers.ingest",
+    "ingest_file": "perception.drivers.ingest",
+    "MediaError": "perception.errors",
+    "PerceptionError": "perception.errors",
+    "Frame": "perception.media.video",
+    "MediaInfo": "perception.media.video",
+    "iter_frames": "perception.media.video",
+    "probe": "perception.media.video",
+    "encode_jpeg": "perception.segmenting.keyframes",
+    "quality": "perception.segmenting.keyframes",
+    "select_keyframes": "perception.segmenting.keyframes",
+    "Segment": "perception.segmenting.segment",
+    "Segmenter": "perception.segmenting.segment",
+    "PerceptionConfig": "perception.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'perception' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)
+
 
 __all__ = [
     "FaceDetection",

@@ -68,7 +68,7 @@ _FILLER = {"when", "whenever", "if", "the", "a", "an", "is", "are", "at", "on", 
            "people", "visible", "present", "detected", "spotted", "it", "this", "that", "has", "have", "for",
            "with", "by", "me", "let", "know", "tell", "notify", "alert", "please", "frame", "scene", "picture",
            "time", "sees", "see", "goes", "go", "out", "leaves", "leave", "inside", "outside", "near", "around",
-           "screen", "sign", "display", "text", "written", "reading", "voice", "hear", "heard", "minutes", "hours"}
+           "screen", "sign", "display", "text", "about", "again", "something", "anything", "happens", "whether", "written", "reading", "voice", "hear", "heard", "minutes", "hours"}
 
 
 @dataclass
@@ -251,7 +251,9 @@ def compile_rule(text: str, names: Iterable[str] = (), cameras: Iterable[str] = 
 
 def rephrase_help(labels: Iterable[str] = ()) -> str:
     """How to phrase a rule the local compiler understands (for error messages and the README)."""
-    shown = ", ".join(sorted({label for label in labels if label != "???"})[:12]) or "the detector's classes"
+    known = {label for label in labels if label != "???"}
+    common = [c for c in ("dog", "cat", "car", "bicycle", "box", "couch", "laptop", "chair") if c in known]
+    shown = ", ".join([*common, *sorted(known - set(common))][:10]) or "the detector's classes"
     return ("rephrase it with parts the local compiler understands: people ('someone', 'anyone', a known "
             "person's name, 'a stranger'), objects the detector knows (" + shown + "), spoken words "
             "(\"when someone says 'dinner'\"), text on screen (\"when the screen shows 'error'\"), times ('at "

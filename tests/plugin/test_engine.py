@@ -322,3 +322,15 @@ def test_one_process_owns_a_stores_captures(tmp_path: Path, clean_env: dict[str,
     assert os.path.exists(tmp_path / "lancedb" / ".capture-owner")
     with Engine.from_manifest(load_manifest(manifest)) as engine:
         assert engine.lease.owner() is None
+
+
+def test_the_manifest_perception_section_is_the_runtime_settings(tmp_path: Path) -> None:
+    """Bounds are checked once, where the manifest loads: what validates there runs."""
+    clip = make_event_clip(tmp_path / "door.mp4", [(0.5, 1.5)], seconds=2.0)
+    manifest = load_manifest(write_manifest(tmp_path, perception={"level": "light", "keyframes_per_segment": 16,
+                                                                  "keyframe_min_gap_s": 0.0}))
+    with Engine.from_manifest(manifest) as engine:
+        assert engine.pipeline.settings is manifest.perception
+        report = engine.ingest_file(clip)
+        frames = engine.store.keyframes([k for t in engine.store.timeline() for k in t.keyframe_ids])
+    assert report.done and len(frames) > 2 * report.segments_written
