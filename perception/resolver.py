@@ -62,8 +62,10 @@ class FaceInput:
     frame_shape: tuple[int, int] = (0, 0)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Pending:
+    """A weak sighting waiting for confirmation; compared by identity (it holds an array)."""
+
     vec: np.ndarray
     frame_t: float
     segment_index: int
@@ -295,8 +297,10 @@ class Resolver:
         cands = self.faces.candidates(centroid, top=2)
         if cands and self.new_threshold <= cands[0].score < self.match_threshold:
             return None, "pending", len(group)  # still ambiguous together: keep waiting, never force it
-        for p in group:
-            self.pending.remove(p)
+        confirmed = {id(p) for p in group}
+        kept = [p for p in self.pending if id(p) not in confirmed]
+        self.pending.clear()
+        self.pending.extend(kept)
         if cands and cands[0].score >= self.match_threshold:
             return cands[0].entity_id, "confirm_pending", len(group)
         return None, "confirm_pending", len(group)
