@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -85,7 +86,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cfg = manifest.server.http
     host, port = parse_bind(args.http, cfg.port) if args.http else (cfg.host, cfg.port)
     token = cfg.token.get_secret_value() if cfg.token else None
-    anyio.run(serve_http, server, host, port, token or None)
+    anyio.run(partial(serve_http, allowed_hosts=cfg.allowed_hosts, allowed_origins=cfg.allowed_origins,
+                      max_body_bytes=cfg.max_body_bytes), server, host, port, token or None)
     return 0
 
 

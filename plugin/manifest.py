@@ -241,6 +241,12 @@ class HTTPConfig(Strict):
     host: str = Field("127.0.0.1", description="bind address; non-loopback requires a token")
     port: int = Field(8765, ge=1, le=65535)
     token: SecretStr | None = Field(None, description="bearer token, as ${ENV}")
+    allowed_hosts: list[str] = Field(default_factory=list, max_length=64,
+                                     description="extra Host names to accept (e.g. the machine's LAN name)")
+    allowed_origins: list[str] = Field(default_factory=list, max_length=64,
+                                       description="extra browser Origins allowed to call the server")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+                                description="largest request body any route accepts")
 
 
 class JudgeConfig(Strict):
