@@ -44,6 +44,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+#: protocols a network source may open (an HLS playlist must not pull in file: or other local URLs)
+_NET_PROTOCOLS = "rtsp,rtsps,rtp,srtp,udp,tcp,tls,http,https,httpproxy,crypto,data"
 _SECRET_PARAMS = re.compile(r"(pass|pwd|token|key|secret|auth|sig|credential)", re.IGNORECASE)
 
 
@@ -149,10 +151,11 @@ class AVSource(Source):
         if self.kind == "file":
             return av.open(self.uri)
         if self.kind == "rtsp":
-            opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6))}
+            opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6)),
+                    "protocol_whitelist": _NET_PROTOCOLS}
             return av.open(self.uri, options=opts, timeout=(open_t, read_t))
         if self.kind == "http":
-            opts = {"reconnect": "0", "rw_timeout": str(int(read_t * 1e6))}
+            opts = {"reconnect": "0", "rw_timeout": str(int(read_t * 1e6)), "protocol_whitelist": _NET_PROTOCOLS}
             return av.open(self.uri, options=opts, timeout=(open_t, read_t))
         if self.kind == "v4l2":
             device = self.uri.removeprefix("v4l2://")

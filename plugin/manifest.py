@@ -376,6 +376,36 @@ class RuleConfig(Strict):
             raise ValueError(f"invalid rule conditions ({detail})") from None
 
 
+class AccessConfig(Strict):
+    """What tool calls may reach (sources in this manifest are trusted and not checked); see plugin/access.py."""
+
+    roots: list[str] | None = Field(None, max_length=64, description=(
+        "folders whose files tool calls may read (capture_start, entity_update image_path); "
+        "null = your home directory and the ReflectWorld data directory"))
+    hidden: bool = Field(False, description="allow hidden folders (.ssh, .config, …) below a root")
+    url_schemes: list[Literal["rtsp", "rtsps", "http", "https"]] = Field(
+        default_factory=lambda: ["rtsp", "rtsps", "http", "https"], description="stream URL schemes tool calls may use")
+    lan: bool = Field(True, description="allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)")
+    public: bool = Field(True, description="allow public internet addresses")
+    loopback: bool = Field(False, description="allow this machine's own addresses (127.0.0.0/8, ::1)")
+    networks: list[str] = Field(default_factory=list, max_length=64, description=(
+        "extra networks to allow, as CIDR (link-local and cloud metadata stay refused)"))
+    devices: bool = Field(True, description="allow local video devices (/dev/videoN)")
+    max_timeout_s: float = Field(30.0, gt=0, le=300, description="cap on caller-chosen open/read timeouts")
+
+    @field_validator("networks")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for net in value:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError:
+                raise ValueError(f"{net!r} is not a network; write CIDR like 192.168.1.0/24") from None
+        return value
+
+
 class ServerConfig(Strict):
     """MCP server settings."""
 
@@ -395,6 +425,7 @@ class Manifest(Strict):
     vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")
     sources: list[SourceConfig] = Field(default_factory=list)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     rules: list[RuleConfig] = Field(default_factory=list, description="initial rules, added at start-up")
     semantic: SemanticConfig = Field(default_factory=SemanticConfig)

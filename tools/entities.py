@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from memory.identity_ops import enrol_face, entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity, Fact
 from perception.identity import reference_views
+from plugin.access import policy_of
 from tools.errors import tool_errors
 from tools.memory import READ_ONLY
 from tools.results import clip, itemize, structured
@@ -107,6 +108,8 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         (galleries, observations, facts and key frames where it was the only subject are erased)."""
         with tool_errors("entity_update"):
             store = ctx.request_context.lifespan_context.store
+            if image_path:
+                image_path = str(policy_of(ctx).check_path(image_path, "image_path"))
             result = _update(store, action, entity_id, name, image_path, into_id, observation_ids)
         return structured(result, _update_summary(result))
 
