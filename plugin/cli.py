@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 
 from plugin.errors import ManifestError, PluginError
+from plugin.reporting import ingest_status
 
 __all__ = ["main"]
 
@@ -167,7 +168,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     path = Path(args.path).expanduser()
     store, report = _ingest(path, manifest, args.camera)
     store.close()
-    status = "interrupted — run the same command again to resume" if report.interrupted else "complete"
+    status = "interrupted — run the same command again to resume" if report.interrupted else ingest_status(report)
     _out(f"{path}: {status}; {report.segments_written} segment(s) written, {report.segments_skipped} "
          f"already in memory, {len(report.entities)} entities, {report.seconds:.1f} s")
     return 130 if report.interrupted else 0
