@@ -656,6 +656,10 @@ class MemoryStore:
         rows.sort(key=lambda r: (r["source"], r["t_start"], r["id"]))
         return [_model_from_row(Trace, r) for r in rows[offset:offset + limit]]
 
+    def table_names(self) -> list[str]:
+        """Every data table of the store."""
+        return list(table_schemas(self.embedder.dim))
+
     def counts(self) -> dict[str, int]:
         """Row count of every data table, for this user."""
         where = self._user_where()
