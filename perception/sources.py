@@ -30,11 +30,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import av
 import av.error
-import cv2
 import numpy as np
 
 from perception.audio import MAX_BAD_RUN, SAMPLE_RATE
 from perception.errors import MediaError
+from perception.images import read_image
 
 __all__ = [
     "AudioIn", "ByteFeed", "IMAGE_SUFFIXES", "Source", "SourceError", "SourceOptions", "VideoIn",
@@ -250,7 +250,11 @@ class ImageFolderSource(Source):
                 continue
             if stop.is_set():
                 return
-            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            try:
+                image = read_image(path)
+            except MediaError as exc:
+                logger.warning("skipping %s: %s", path.name, exc)
+                continue
             if image is None:
                 logger.warning("skipping unreadable image %s", path)
                 continue

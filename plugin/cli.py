@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 
 from plugin.errors import ManifestError, PluginError
+from plugin.cli_checks import ingest_path, require_store
 from plugin.reporting import ingest_status
 
 __all__ = ["main"]
@@ -165,7 +166,7 @@ def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
 def cmd_ingest(args: argparse.Namespace) -> int:
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
-    path = Path(args.path).expanduser()
+    path = ingest_path(args.path)
     store, report = _ingest(path, manifest, args.camera)
     store.close()
     status = "interrupted — run the same command again to resume" if report.interrupted else ingest_status(report)
@@ -210,6 +211,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     manifest = _manifest(args)
     _setup_logging("WARNING")
+    require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
         for hit in store.search(args.query, level=args.level, limit=args.limit, mode=args.mode):
@@ -236,6 +238,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                                 max_images=qa.max_images, camera=args.camera, until=args.until)
             return await agent.ask(args.question)
 
+    require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
         result = anyio.run(run)

@@ -23,6 +23,7 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from plugin.errors import ManifestError, ManifestProblem
+from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
 
 __all__ = [
     "Manifest",
@@ -547,7 +548,7 @@ def parse_manifest(data: Any, source: str = "<manifest>") -> Manifest:
         data = {}
     if not isinstance(data, dict):
         raise ManifestError(source, [ManifestProblem("", "the manifest must be a mapping of keys")])
-    problems: list[ManifestProblem] = []
+    problems: list[ManifestProblem] = literal_secrets(data)
     data = _substitute_env(data, "", problems)
     try:
         manifest = Manifest.model_validate(data)
@@ -574,16 +575,21 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     file = Path(path)
     if not file.is_file():
         raise ManifestError(str(file), [ManifestProblem("", "file not found", "check the path")])
+    if file.stat().st_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(str(file), [ManifestProblem("", f"the file is larger than {MAX_MANIFEST_BYTES} bytes",
+                                                        "a manifest is a short configuration file; check the path")])
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() == ".toml":
             data: Any = tomllib.loads(text)
         elif file.suffix.lower() in {".yaml", ".yml", ".json"}:
-            data = yaml.safe_load(text)
+            data = load_yaml_bounded(text)
         else:
             raise ManifestError(
                 str(file), [ManifestProblem("", f"unsupported extension {file.suffix!r}", "use .yaml, .yml or .toml")]
             )
+    except YAMLLimitError as exc:
+        raise ManifestError(str(file), [ManifestProblem("", str(exc), "simplify the file")]) from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ManifestError(str(file), [ManifestProblem("", f"cannot parse: {exc}", "fix the syntax")]) from None
     return parse_manifest(data, str(file))

@@ -61,7 +61,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ctx: Context[Any],
         kind: Annotated[Literal["person", "object"] | None, Field(description="only people or only objects")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="entities per page")] = 20,
-        offset: Annotated[int, Field(ge=0, description="skip this many (paging)")] = 0,
+        offset: Annotated[int, Field(ge=0, le=1_000_000, description="skip this many (paging)")] = 0,
     ) -> Annotated[CallToolResult, EntityPage]:
         """List the people and objects memory knows, with names, first/last seen and sighting counts."""
         limit = min(limit, max_results)
