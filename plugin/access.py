@@ -84,6 +84,7 @@ class AccessPolicy:
     networks: tuple[IPNetwork, ...] = ()
     devices: bool = True
     max_timeout_s: float = 30.0
+    max_captures: int = 16
     resolve: Any = None  # host -> list of address strings; socket.getaddrinfo by default
 
     def __post_init__(self) -> None:
@@ -98,7 +99,7 @@ class AccessPolicy:
         return cls(roots=[Path(r) for r in cfg.roots] if cfg.roots is not None else default_roots(),
                    hidden=cfg.hidden, url_schemes=tuple(cfg.url_schemes), lan=cfg.lan, public=cfg.public,
                    loopback=cfg.loopback, networks=tuple(ipaddress.ip_network(n, strict=False) for n in cfg.networks),
-                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s)
+                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s, max_captures=cfg.max_captures)
 
     # ------------------------------------------------------------------ paths
 
@@ -191,6 +192,8 @@ class AccessPolicy:
             raise AccessDenied("the URL is malformed; pass scheme://host[:port]/path") from None
         if not host:
             raise AccessDenied("the URL has no host; pass scheme://host[:port]/path")
+        if not (self.lan or self.public or self.loopback or self.networks):
+            raise refused  # no address could pass: do not even resolve the name
         addresses = self._addresses(host)
         if addresses is None:
             raise refused
@@ -233,6 +236,17 @@ class AccessPolicy:
         return self.public and addr.is_global
 
     # ------------------------------------------------------------------ options
+
+    def check_capacity(self, states: list[str]) -> None:
+        """Refuse a new capture when ``max_captures`` of ``states`` are still live.
+
+        Raises:
+            AccessDenied: too many captures are running.
+        """
+        live = sum(1 for s in states if s in ("starting", "connecting", "running", "reconnecting"))
+        if live >= self.max_captures:
+            raise AccessDenied(f"{live} captures are running, the most this server allows (access.max_captures); "
+                               "stop one with capture_stop first")
 
     def clamp_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
         """``options`` with every caller-chosen duration bounded to (0, max_timeout_s].

@@ -393,6 +393,7 @@ class AccessConfig(Strict):
         "extra networks to allow, as CIDR (link-local and cloud metadata stay refused)"))
     devices: bool = Field(True, description="allow local video devices (/dev/videoN)")
     max_timeout_s: float = Field(30.0, gt=0, le=300, description="cap on caller-chosen open/read timeouts")
+    max_captures: int = Field(16, ge=1, le=256, description="captures tool calls may keep running at once")
 
     @field_validator("networks")
     @classmethod

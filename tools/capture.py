@@ -98,6 +98,7 @@ def register(server: MCPServer[Any]) -> None:
             raise ToolError(f"unknown option(s) {sorted(unknown)}; allowed: {sorted(_ALLOWED_OPTIONS)}")
         with tool_errors("capture_start"):
             policy = policy_of(ctx)
+            policy.check_capacity([c.state for c in _worker(ctx).status()])
             info = _worker(ctx).start_capture(policy.check_source(source), camera_id, policy.clamp_options(options))
         state = CaptureState(**asdict(info))
         return structured(state, f"capture started — {_line(state)}")
