@@ -207,6 +207,8 @@ class Auditor:
         for path in ABS_PATH.findall(text):
             if path in given or any(path.startswith(a) for a in ALLOWED_PATHS):
                 continue
+            if "..." in path and all(piece in given for piece in path.split("...")):
+                continue  # the caller's own value, shortened by the validator ("/root/.ssh/id...sa")
             if any(path == r or path.startswith(r.rstrip("/") + "/") for r in self.roots):
                 continue
             return f"path {path!r} in: {text[:300]}"
