@@ -112,6 +112,8 @@ class _Runner:
                                      commit_lock=w.commit_lock, vlm_stage=w.vlm_stage,
                                      active_rules=w.active_rules, scheduler=w.scheduler)
                 self.state = "done" if report.done else "stopped"
+                self.damage = {"bad_packets": report.bad_packets, "partial": report.partial,
+                               "readable_s": report.readable_s}
                 return
             first_index, t_base = live_start_point(w.store, self.source.key)
             start_s = 0.0
@@ -148,6 +150,7 @@ class _Runner:
 
     def info(self) -> CaptureInfo:
         stats: dict[str, Any] = self.gateway.stats.as_dict() if self.gateway is not None else {}
+        stats.update(getattr(self, "damage", {}))  # a file's skipped packets and whether it was partial
         if self.source.kind == "file":
             stats["progress_s"] = round(self.progress_s, 2)
         error = self.error or (stats.get("last_error") if stats.get("state") == "reconnecting" else None)

@@ -74,3 +74,23 @@ def test_a_truncated_file_is_ingested_up_to_where_it_is_readable_and_reported_pa
     assert report.partial and report.readable_s is not None and 2.0 < report.readable_s < 6.0
     assert traces and traces[-1].t_end <= report.readable_s + 1.0
     assert not complete.partial and complete.readable_s is None
+
+
+def test_capture_status_counts_the_skipped_packets_of_a_damaged_file(tmp_path: Path) -> None:
+    import time
+
+    from plugin.worker import Worker
+
+    damaged = tmp_path / "damaged.mpg"
+    _damage_one_audio_packet(DATA / "grid_bbaf2n.mpg", damaged)
+    with MemoryStore(str(tmp_path / "db"), HashEmbedder(64)) as store:
+        worker = Worker(store, LIGHT)
+        try:
+            worker.start_capture(str(damaged), "grid")
+            deadline = time.monotonic() + 60
+            while not worker.idle() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            info = worker.status("grid")[0]
+        finally:
+            worker.stop()
+    assert info.state == "done" and info.stats["bad_packets"] >= 1 and info.stats["partial"] is False
