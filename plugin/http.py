@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from plugin.errors import ServeError
 from plugin.guard import DEFAULT_MAX_BODY_BYTES, HttpGuard, Pairing, pairing_url
