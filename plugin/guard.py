@@ -7,8 +7,8 @@ through :class:`HttpGuard`, in this order:
    ``[::1]``), which defeats DNS rebinding. ``server.http.allowed_hosts`` adds names (e.g. the
    machine's LAN name). On a non-loopback bind without ``allowed_hosts`` any Host is accepted: a
    token is then mandatory, and neither the token nor the pairing cookie travels to a rebound name.
-2. **Origin.** A browser request from another origin is refused (``Origin`` must equal the
-   request's own scheme and Host, or be listed in ``server.http.allowed_origins``; ``Origin: null``
+2. **Origin.** A browser request from another origin is refused (``Origin`` must name the
+   request's own Host (http or https, so a TLS-terminating proxy works), or be listed in ``server.http.allowed_origins``; ``Origin: null``
    and ``Sec-Fetch-Site: cross-site`` are refused too), so a web page cannot drive the server.
 3. **Credentials** (only when ``server.http.token`` is set). ``Authorization: Bearer <token>``
    (the scheme is case-insensitive) on any route, or, on ``/phone`` routes only, the cookie a
@@ -236,8 +236,8 @@ class HttpGuard:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False
-        scheme = str(scope.get("scheme", "http")).lower()
-        return parts.netloc == host.strip().lower() and parts.scheme == scheme
+        # Same host and port as the request; the scheme may differ behind a TLS-terminating proxy.
+        return parts.netloc == host.strip().lower()
 
     def _authorised(self, path: str, headers: Headers) -> bool:
         if self.token is None:
