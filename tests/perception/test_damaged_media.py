@@ -8,13 +8,11 @@ from pathlib import Path
 import av
 import pytest
 
-from memory import HashEmbedder, MemoryStore
-from perception import IngestSettings, ingest_file
 from perception.media.audio import AudioTrack, decode_audio
+from tests.conftest import NO_MODELS, engine_for
 from tests.plugin.stream_media import make_clip
 
 DATA = Path(__file__).parents[1] / "data"
-LIGHT = IngestSettings(faces=False, objects=False, ocr=False, asr=False, body=False)
 
 
 def _damage_one_audio_packet(src: Path, dst: Path) -> None:
@@ -33,9 +31,9 @@ def _damage_one_audio_packet(src: Path, dst: Path) -> None:
 def test_every_mpeg_ps_clip_ingests_completely(tmp_path: Path, clip: Path) -> None:
     copy = tmp_path / clip.name
     shutil.copy(clip, copy)
-    with MemoryStore(str(tmp_path / "db"), HashEmbedder(64)) as store:
-        report = ingest_file(copy, store, LIGHT)
-        traces = store.timeline()
+    with engine_for(tmp_path, perception=NO_MODELS) as engine:
+        report = engine.ingest_file(copy)
+        traces = engine.store.timeline()
     assert report.done and not report.partial and report.bad_packets == 0
     assert traces[-1].t_end >= 2.9  # the 3-second clip to its end, not just its first segment
     assert report.segments_written == len(traces) >= 2
@@ -54,9 +52,9 @@ def test_audio_is_sliced_from_one_pass_and_matches_a_direct_decode() -> None:
 def test_a_damaged_audio_packet_is_skipped_and_counted(tmp_path: Path) -> None:
     damaged = tmp_path / "damaged.mpg"
     _damage_one_audio_packet(DATA / "grid_bbaf2n.mpg", damaged)
-    with MemoryStore(str(tmp_path / "db"), HashEmbedder(64)) as store:
-        report = ingest_file(damaged, store, LIGHT)
-        traces = store.timeline()
+    with engine_for(tmp_path, perception=NO_MODELS) as engine:
+        report = engine.ingest_file(damaged)
+        traces = engine.store.timeline()
     assert report.done and not report.partial
     assert report.bad_packets >= 1
     assert traces[-1].t_end >= 2.9
@@ -67,10 +65,10 @@ def test_a_truncated_file_is_ingested_up_to_where_it_is_readable_and_reported_pa
     cut = tmp_path / "cut.mkv"
     data = whole.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
-    with MemoryStore(str(tmp_path / "db"), HashEmbedder(64)) as store:
-        report = ingest_file(cut, store, LIGHT)
-        traces = store.timeline()
-        complete = ingest_file(whole, store, LIGHT)
+    with engine_for(tmp_path, perception=NO_MODELS) as engine:
+        report = engine.ingest_file(cut)
+        traces = engine.store.timeline()
+        complete = engine.ingest_file(whole)
     assert report.partial and report.readable_s is not None and 2.0 < report.readable_s < 6.0
     assert traces and traces[-1].t_end <= report.readable_s + 1.0
     assert not complete.partial and complete.readable_s is None
@@ -79,12 +77,10 @@ def test_a_truncated_file_is_ingested_up_to_where_it_is_readable_and_reported_pa
 def test_capture_status_counts_the_skipped_packets_of_a_damaged_file(tmp_path: Path) -> None:
     import time
 
-    from plugin.worker import Worker
-
     damaged = tmp_path / "damaged.mpg"
     _damage_one_audio_packet(DATA / "grid_bbaf2n.mpg", damaged)
-    with MemoryStore(str(tmp_path / "db"), HashEmbedder(64)) as store:
-        worker = Worker(store, LIGHT)
+    with engine_for(tmp_path, perception=NO_MODELS) as engine:
+        worker = engine.worker
         try:
             worker.start_capture(str(damaged), "grid")
             deadline = time.monotonic() + 60
