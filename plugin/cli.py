@@ -70,8 +70,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from plugin.engine import Overrides
-    from plugin.http import parse_bind, serve_http
     from plugin.server import create_server
 
     manifest = _manifest(args)
@@ -80,12 +78,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logger.info("serving MCP over stdio")
         create_server(manifest).run()
         return 0
+    _serve_http(manifest, args.http)
+    return 0
+
+
+def _serve_http(manifest: Any, bind: str) -> None:
+    """MCP at ``/mcp`` and the dashboard at ``/`` on ``bind`` (``""``: the manifest's address)."""
+    from plugin.engine import Overrides
+    from plugin.http import parse_bind, serve_http
+    from plugin.server import create_server
+
     cfg = manifest.server.http
-    host, port = parse_bind(args.http, cfg.port) if args.http else (cfg.host, cfg.port)
+    host, port = parse_bind(bind, cfg.port) if bind else (cfg.host, cfg.port)
     token = cfg.token.get_secret_value() if cfg.token else None
     server = create_server(manifest, Overrides(http=f"http://{host}:{port}/mcp"))
+    if manifest.server.dashboard.enabled:
+        shown = f"[{host}]" if ":" in host else host
+        sys.stderr.write(f"reflectworld: dashboard at http://{shown}:{port}/ (MCP at /mcp)\n")
     anyio.run(serve_http, server, host, port, token or None)
-    return 0
 
 
 class _Interrupt:
@@ -238,6 +248,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     extra = [SourceConfig(uri=uri) for uri in args.source or []]
     if not manifest.sources and not extra:
         raise PluginError("nothing to run: add `sources:` to the manifest or pass --source URI")
+    if args.http is not None:  # serve MCP and the dashboard while the sources run, until Ctrl-C
+        _serve_http(manifest.model_copy(update={"sources": [*manifest.sources, *extra]}), args.http)
+        return 0
     engine = _engine(manifest)
     try:
         with _Interrupt() as stop:
@@ -292,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--source", action="append", metavar="URI",
                    help="extra source (file, folder, rtsp://, http(s)://, /dev/videoN); repeatable")
+    p.add_argument("--http", nargs="?", const="", metavar="HOST:PORT",
+                   help="also serve the dashboard (and MCP) at http://HOST:PORT/ until Ctrl-C")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("search", help="search memory from the shell")

@@ -30,6 +30,7 @@ from perception.settings import (
     YOLOObjectsConfig,
     YuNetFacesConfig,
 )
+from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
 
 __all__ = [
@@ -276,6 +277,7 @@ class ServerConfig(Strict):
     name: str = "reflectworld"
     http: HTTPConfig = Field(default_factory=HTTPConfig)
     max_results: int = Field(50, ge=1, le=500, description="cap on any list a tool returns")
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig, description="the web dashboard at / (HTTP)")
 
 
 class Manifest(Strict):
