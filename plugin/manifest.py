@@ -285,7 +285,8 @@ class Manifest(Strict):
 
     version: Literal[1] = Field(1, description="manifest format version")
     user_id: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="stderr log level; `reflectworld -v` / `-vv` raise it to INFO / DEBUG")
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     perception: PerceptionConfig = Field(default_factory=PerceptionConfig)
     vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")
