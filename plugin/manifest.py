@@ -32,6 +32,7 @@ from perception.settings import (
 )
 from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
+from plugin.mqtt import MqttChannelConfig
 
 __all__ = [
     "Manifest",
@@ -212,6 +213,7 @@ class ChannelsConfig(Strict):
     webhook: WebhookChannelConfig | None = Field(None, description="none = no webhook")
     openclaw: OpenClawChannelConfig | None = Field(None, description="none = no OpenClaw hook")
     ntfy: NtfyChannelConfig | None = Field(None, description="none = no ntfy topic")
+    mqtt: MqttChannelConfig | None = Field(None, description="none = no MQTT broker (Home Assistant, Frigate-style)")
     max_attempts: int = Field(5, ge=1, le=20, description="HTTP attempts per notification (retries on 429/5xx)")
     backoff_s: float = Field(0.5, gt=0, le=60, description="first retry delay; doubles each attempt")
     timeout_s: float = Field(10.0, gt=0, le=120, description="per-request timeout")
@@ -227,7 +229,7 @@ class QuietHoursConfig(Strict):
 class NotifyPolicyConfig(Strict):
     """How a camera's rule signals become notifications."""
 
-    channels: list[Literal["poll", "webhook", "openclaw", "ntfy"]] = Field(
+    channels: list[Literal["poll", "webhook", "openclaw", "ntfy", "mqtt"]] = Field(
         default_factory=lambda: ["poll"], description="where sent notifications go (poll = notify_poll + resource)")
     min_severity: Literal["info", "warning", "critical"] = Field("info", description="suppress rules below this")
     quiet_hours: QuietHoursConfig | None = Field(None, description="suppress everything below critical")
