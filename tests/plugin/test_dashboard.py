@@ -124,6 +124,28 @@ def test_dashboard_end_to_end_in_chromium(ingested: Path, clean_env: dict[str, s
             assert answer.locator("a.chip").count() >= 1
             screenshot(page, tmp_path, "dashboard-chat")
 
+            # Merge another person into the renamed one, split a sighting back off, forget the split-off.
+            page.goto(f"{base}/entities?kind=person")
+            other = next(h for h in (a.get_attribute("href") for a in page.locator("ul.cards a").all())
+                         if h and not h.endswith(entity_id))
+            page.goto(base + other)
+            page.select_option("select[name=into_id]", entity_id)
+            page.get_by_role("button", name="Merge into it").click()
+            page.wait_for_url(f"**/entities/{entity_id}")
+            merged_away = other.rsplit("/", 1)[1]
+            assert mcp_call(base + "/mcp", "entity_get", {"entity_id": merged_away})["entity"]["id"] == entity_id
+            sightings = page.locator("ul.sightings input[name=observation_ids]")
+            assert sightings.count() >= 2
+            sightings.first.check()
+            page.get_by_role("button", name="Split the ticked sightings into a new entity").click()
+            page.wait_for_url(lambda url: "/entities/person_" in url and not url.endswith(entity_id))
+            split_off = page.url.rsplit("/", 1)[1]
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.get_by_role("button", name="Forget").click()
+            page.wait_for_url(f"{base}/entities")
+            listed = mcp_call(base + "/mcp", "entity_list", {"kind": "person", "limit": 100})["entities"]
+            assert split_off not in {e["id"] for e in listed} and entity_id in {e["id"] for e in listed}
+
             # Notifications page loads; a cross-site style POST (no HX-Request) changes nothing.
             page.goto(base + "/notifications")
             assert page.locator("#feed").count() == 1
