@@ -7,6 +7,8 @@ Screenshots land in the test's tmp dir and in ``tests/artifacts/`` (git-ignored)
 from __future__ import annotations
 
 import shutil
+import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -179,3 +181,35 @@ def test_read_only_dashboard_behind_a_token_shows_no_forms_and_refuses_changes(
         assert changed.status_code == 403 and "read-only" in changed.text
         assert httpx.post(base + "/rules", data={"text": "someone"},
                           headers={**auth, "HX-Request": "true"}).status_code == 403
+
+
+def test_run_with_http_serves_the_dashboard_while_its_sources_ingest(clean_env: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    from tests.conftest import NO_MODELS, write_manifest
+    from tests.plugin.test_transports import cli
+
+    manifest = write_manifest(tmp_path, perception={"level": "light", **NO_MODELS})
+    clip = tmp_path / "hall.mp4"
+    shutil.copy(CLIP, clip)
+    port = free_port()
+    log = tmp_path / "run.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen([*cli(), "run", "--manifest", str(manifest), "--source", str(clip), "--http",
+                                 f"127.0.0.1:{port}"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, env=clean_env)
+    try:
+        deadline = time.monotonic() + 90
+        status = ""
+        while "hall" not in status:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no capture on the dashboard: {status[-500:]}\n{log.read_text()}"
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/sources/status", headers={"HX-Request": "true"}).text
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        assert "hall.mp4" in status
+        assert f"dashboard at http://127.0.0.1:{port}/" in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(60)
