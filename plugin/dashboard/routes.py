@@ -22,7 +22,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from memory.errors import MemoryStoreError, NotFoundError
+from perception.errors import MediaError
 from plugin.dashboard import views
+from plugin.errors import PluginError
 
 __all__ = ["add_routes"]
 
@@ -106,10 +108,13 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
     async def sources_args(_request: Request, _engine: Any) -> tuple[()]:
         return ()
 
-    sources = page("sources.html", views.sources_page, partial="_captures.html")(sources_args)
-    server.custom_route("/", methods=["GET"], include_in_schema=False)(sources)
+    def captures(engine: Any) -> dict[str, Any]:
+        return views.sources_page(engine, full=False)
+
+    server.custom_route("/", methods=["GET"], include_in_schema=False)(
+        page("sources.html", views.sources_page)(sources_args))
     server.custom_route("/sources/status", methods=["GET"], include_in_schema=False)(
-        page("_captures.html", views.sources_page)(sources_args))
+        page("_captures.html", captures)(sources_args))
 
     async def capture_start(request: Request) -> Response:
         engine = get_engine()
@@ -119,19 +124,16 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         form = await request.form()
         source = str(form.get("source", "")).strip()
         camera = str(form.get("camera_id", "")).strip() or None
-        note = ""
+        note, error = "", False
         try:
             if not source:
                 raise ValueError("type a source first: a file path, rtsp://…, http(s)://… or /dev/videoN")
             info = await anyio.to_thread.run_sync(lambda: engine.worker.start_capture(source, camera, None))
             note = f"started {info.camera_id}"
-        except (ValueError, KeyError, OSError) as exc:
-            note = f"not started: {_message(exc)}"
-        except Exception as exc:  # SourceError and friends: show the reason on the page
-            logger.info("dashboard capture start refused: %s", exc)
-            note = f"not started: {_message(exc)}"
-        data = await anyio.to_thread.run_sync(lambda: views.sources_page(engine))
-        return render("_captures.html", request, note=note, **data)
+        except (ValueError, KeyError, OSError, PluginError, MediaError) as exc:
+            note, error = f"not started: {_message(exc)}", True
+        data = await anyio.to_thread.run_sync(lambda: views.sources_page(engine, full=False))
+        return render("_captures.html", request, note=note, error=error, **data)
 
     async def capture_stop(request: Request) -> Response:
         engine = get_engine()
@@ -141,11 +143,11 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         camera = request.path_params["camera"]
         try:
             await anyio.to_thread.run_sync(lambda: engine.worker.stop_capture(camera))
-            note = f"stopped {camera}"
+            note, error = f"stopped {camera}", False
         except KeyError:
-            note = f"no capture named {camera}"
-        data = await anyio.to_thread.run_sync(lambda: views.sources_page(engine))
-        return render("_captures.html", request, note=note, **data)
+            note, error = f"no capture named {camera}", True
+        data = await anyio.to_thread.run_sync(lambda: views.sources_page(engine, full=False))
+        return render("_captures.html", request, note=note, error=error, **data)
 
     server.custom_route("/sources/start", methods=["POST"], include_in_schema=False)(capture_start)
     server.custom_route("/sources/{camera}/stop", methods=["POST"], include_in_schema=False)(capture_stop)

@@ -40,8 +40,9 @@ def _cameras(engine: Any) -> list[str]:
     return sorted(found)
 
 
-def sources_page(engine: Any) -> dict[str, Any]:
-    """Captures with live counters, plus every camera memory knows and the latest offline alerts."""
+def sources_page(engine: Any, full: bool = True) -> dict[str, Any]:
+    """Captures with live counters and the latest offline alerts; with ``full``, also the cameras in memory
+    and row counts (the 2-second status refresh skips those)."""
     captures = []
     for info in engine.worker.status():
         stats = info.stats or {}
@@ -49,12 +50,16 @@ def sources_page(engine: Any) -> dict[str, Any]:
                          "reconnects": stats.get("reconnects", 0), "lag": stats.get("lag_s", 0),
                          "last_error": stats.get("last_error") or info.error or "",
                          "offline": info.state in ("reconnecting", "failed")})
-    alerts = [n for n in engine.notifications.procedural.decisions(limit=200, newest=True)
-              if n.rule_id in ("rule_source_offline", "rule_source_online")][-5:]
-    ingested = [{"camera_id": s.camera_id, "source": s.source, "segments": s.last_segment_index + 1,
-                 "done": s.done, "updated_at": s.updated_at} for s in engine.store.ingest_sources()]
-    return {"captures": captures, "cameras": _cameras(engine), "alerts": list(reversed(alerts)),
-            "ingested": ingested, "counts": engine.store.counts(), "now": time.time()}
+    procedural = engine.notifications.procedural
+    alerts = [n for rule in ("rule_source_offline", "rule_source_online")
+              for n in procedural.decisions(rule_id=rule, limit=5, newest=True)]
+    alerts.sort(key=lambda n: n.seq, reverse=True)
+    data: dict[str, Any] = {"captures": captures, "alerts": alerts[:5], "now": time.time()}
+    if full:
+        data["ingested"] = [{"camera_id": s.camera_id, "source": s.source, "segments": s.last_segment_index + 1,
+                             "done": s.done, "updated_at": s.updated_at} for s in engine.store.ingest_sources()]
+        data["counts"] = engine.store.counts()
+    return data
 
 
 def timeline_page(engine: Any, camera: str | None, offset: int, limit: int) -> dict[str, Any]:
