@@ -18,7 +18,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus
 
-from plugin import phone
+from plugin import dashboard, phone
 from plugin.engine import Engine, Overrides
 from plugin.manifest import Manifest, default_manifest
 from plugin.notify import serve_notifications
@@ -87,6 +87,7 @@ def create_server(manifest: Manifest | None = None, overrides: Overrides | None 
     capture_tools.register(server)
     perception_tools.register(server)
     phone.register(server, lambda: engines[-1].worker if engines else None)
+    dashboard.register(server, lambda: engines[-1] if engines else None, manifest.server.dashboard)
     if manifest.qa is not None:  # memory_ask needs a model; without `qa:` the host's own model asks
         from plugin.ask import make_asker
         from tools import ask as ask_tools

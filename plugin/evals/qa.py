@@ -127,6 +127,7 @@ def cmd_qa(args: argparse.Namespace) -> int:
     from plugin.ask import MemoryAgent, build_client
     from plugin.cli import _manifest, _out, _setup_logging
     from plugin.engine import open_store
+    from plugin.progress import eval_progress
 
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
@@ -143,6 +144,8 @@ def cmd_qa(args: argparse.Namespace) -> int:
         "base_url": (judge_cfg and judge_cfg.base_url) or qa.base_url,
         "api_key": (judge_cfg and judge_cfg.api_key) or qa.api_key})
 
+    show = eval_progress("qa", "question(s)")
+
     async def run() -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         async with build_client(qa) as client, build_client(judge_qa) as judge_client:
@@ -153,6 +156,7 @@ def cmd_qa(args: argparse.Namespace) -> int:
                 result = await agent.ask(item.question)
                 ok = await judge(judge_client, judge_model, item, result.answer)
                 logger.info("qa %d/%d %s: %s", n, len(items), "correct" if ok else "wrong", item.question)
+                show(n, len(items))
                 rows.append({"video": item.video, "question": item.question, "reference": item.answer,
                              "answer": result.answer, "correct": ok, "types": list(item.types),
                              "memory_ids": result.memory_ids, "rounds": result.rounds})
