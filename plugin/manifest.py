@@ -311,6 +311,13 @@ class AccessConfig(Strict):
         return value
 
 
+#: the tool groups a manifest can offer (``memory_ask`` comes with a `qa:` section)
+TOOL_GROUPS = ("memory", "entities", "rules", "capture", "perception", "context")
+#: offered when the manifest names none: the core a host needs (about 19k characters of definitions)
+DEFAULT_TOOL_GROUPS = ("memory", "entities", "rules", "capture")
+ToolGroup = Literal["memory", "entities", "rules", "capture", "perception", "context"]
+
+
 class ServerConfig(Strict):
     """MCP server settings."""
 
@@ -318,6 +325,10 @@ class ServerConfig(Strict):
     http: HTTPConfig = Field(default_factory=HTTPConfig)
     max_results: int = Field(50, ge=1, le=500, description="cap on any list a tool returns")
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig, description="the web dashboard at / (HTTP)")
+    tools: list[ToolGroup] = Field(
+        default_factory=lambda: list(DEFAULT_TOOL_GROUPS), description="tool groups offered to hosts: memory, "
+        "entities, rules (rules + notifications), capture, perception (perception_now, perception_steer), context "
+        "(context_get, context_set); every tool definition costs a host tokens on every turn")
 
 
 class Manifest(Strict):
