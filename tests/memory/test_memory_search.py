@@ -57,10 +57,11 @@ def test_each_level_finds_its_best_match_first_in_every_mode(all_levels: MemoryS
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-def test_vector_score_is_cosine_similarity(all_levels: MemoryStore) -> None:
+def test_a_query_that_says_exactly_what_a_row_says_scores_one(all_levels: MemoryStore) -> None:
     text = "a man carries a bicycle through the hallway"
-    hit = all_levels.search(text, mode="vector", limit=1)[0]
-    assert hit.text == text and hit.score == pytest.approx(1.0, abs=1e-5)
+    hit = all_levels.search(text, mode="hybrid", limit=1)[0]
+    assert hit.text == text and hit.score == pytest.approx(1.0, abs=1e-3)
+    assert {m.field for m in hit.why} >= {"description", "meaning"}
 
 
 def test_rows_written_after_the_fts_index_are_found_and_stay_found_after_optimize(store: MemoryStore) -> None:

@@ -1,0 +1,252 @@
+"""Search orchestration: understand the query, gather candidates from LanceDB, rank, explain, collapse.
+
+One search of one level runs up to three LanceDB queries under the same SQL filter (user, camera,
+entity, media time, wall-clock window): full-text (BM25 over ``text``), vector (cosine, IVF_PQ once the
+table is large) and — when the question names entities — a vector query restricted to rows showing
+them, so a named person's segments are candidates even when no word matches. The full-text query runs
+on a worker thread while the query is embedded, so the two overlap. Candidates are scored by
+:func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
+
+The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
+time and cached until this store writes ``entities`` or for at most :data:`VOCAB_TTL_S` seconds, so a
+rename, merge or a new camera written by another process is seen almost at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .models import QueryUnderstanding, SearchHit
+from .query import EntityName, Understood, Vocabulary, understand
+from .ranking import Scored, collapse, score_row
+from .search import SearchMode, build_where, sql_literal
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+logger = logging.getLogger(__name__)
+
+VOCAB_TTL_S = 2.0
+#: candidates fetched per query and way, relative to the page asked for
+POOL_FACTOR = 4
+MIN_POOL = 30
+
+_COLUMNS: dict[str, list[str]] = {
+    "traces": ["id", "text", "summary", "transcript", "quotes", "ocr_text", "objects", "entity_ids", "camera_id",
+               "source", "segment_index", "t_start", "t_end", "wall_start", "keyframe_ids"],
+    "observations": ["id", "text", "entity_id", "camera_id", "source", "segment_index", "t_start", "t_end",
+                     "wall_start", "keyframe_ids"],
+    "entities": ["id", "text", "kind", "name", "aliases", "description", "cameras", "merged_into"],
+    "schemas": ["id", "text", "title", "camera_id", "source", "t_start", "t_end", "wall_start", "entity_ids"],
+    "facts": ["id", "text", "entity_ids", "importance", "status"],
+}
+_WALL = {"traces": "wall_start", "observations": "wall_start", "schemas": "wall_start"}
+
+
+@dataclass
+class SearchOutcome:
+    """Hits of one search plus what the query was understood to mean."""
+
+    hits: list[SearchHit]
+    understood: QueryUnderstanding
+
+
+class Retriever:
+    """Runs searches for one :class:`~memory.store.MemoryStore` (see the module docstring)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._vocab: tuple[float, Vocabulary, dict[str, list[str]], dict[str, str]] | None = None
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-search")
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        self._pool.shutdown(wait=True)
+
+    def invalidate(self) -> None:
+        """Forget the cached vocabulary (entities were written)."""
+        self._vocab = None
+
+    # ------------------------------------------------------------------ vocabulary
+
+    def vocabulary(self) -> tuple[Vocabulary, dict[str, list[str]], dict[str, str]]:
+        """``(vocabulary, entity id → names, merged id → surviving id)``, read at most every TTL."""
+        cached = self._vocab
+        if cached is not None and time.monotonic() - cached[0] < VOCAB_TTL_S:
+            return cached[1], cached[2], cached[3]
+        with self._lock:
+            rows = self.store._scan("entities", columns=["id", "kind", "name", "aliases", "merged_into"])
+            merged = {r["id"]: r["merged_into"] for r in rows if r.get("merged_into")}
+
+            def final(eid: str) -> str:
+                seen = set()
+                while eid in merged and eid not in seen:
+                    seen.add(eid)
+                    eid = merged[eid]
+                return eid
+
+            entity_map = {eid: final(eid) for eid in merged}
+            names: dict[str, list[str]] = {}
+            vocab_names: list[EntityName] = []
+            for r in rows:
+                target = final(r["id"])
+                own = [n for n in [r.get("name"), *(r.get("aliases") or [])] if n]
+                if target != r["id"] and not own:
+                    own = []
+                names.setdefault(target, [])
+                for n in own:
+                    if n not in names[target]:
+                        names[target].append(n)
+                    vocab_names.append(EntityName(target, n, r.get("kind") or "person"))
+                vocab_names.append(EntityName(target, r["id"], r.get("kind") or "person"))
+            cameras = sorted({r["camera_id"] for name in ("ingest_log", "camera_context")
+                              for r in self.store._scan(name, columns=["camera_id"]) if r.get("camera_id")})
+            vocab = Vocabulary(names=vocab_names, cameras=cameras)
+            self._vocab = (time.monotonic(), vocab, names, entity_map)
+            return vocab, names, entity_map
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, query: str, levels: list[str], camera: str | None, entity: str | list[str] | None,
+               start: float | None, end: float | None, limit: int, offset: int, mode: SearchMode,
+               tz: str | None = None, now: datetime | None = None) -> SearchOutcome:
+        """Search ``levels`` and return the page ``[offset, offset + limit)`` of the fused ranking."""
+        vocab, names, entity_map = self.vocabulary()
+        q = understand(query, vocab, tz, now)
+        filter_only = (not q.terms and not q.entities and not q.labels and q.people is None
+                       and (q.time is not None or bool(q.cameras) or q.order is not None))
+        cameras = [camera] if camera else q.cameras
+        entities = list(q.entities) if q.entities else []
+        explicit = [entity] if isinstance(entity, str) else list(entity or [])
+        explicit = [entity_map.get(e, e) for e in explicit]
+        alias_ids = {i for i, t in entity_map.items() if t in explicit}
+        filter_ids = [*explicit, *sorted(alias_ids)] or None
+        k = max(MIN_POOL, POOL_FACTOR * (limit + offset))
+        text_for_vector = q.text.strip() or query.strip()
+        fts_text = " ".join(q.terms)
+        pending: list[tuple[str, str, Future[list[dict[str, Any]]]]] = []
+        wheres: dict[str, str] = {}
+        for level in levels:
+            where = build_where(level, self.store.user_id, cameras[0] if len(cameras) == 1 else None, filter_ids,
+                                start, end)
+            if len(cameras) > 1 and level in ("traces", "observations", "schemas"):
+                where += " AND camera_id IN (" + ", ".join(sql_literal(c) for c in cameras) + ")"
+            if q.time is not None and level in _WALL:
+                where += f" AND {_WALL[level]} >= {q.time.start!r} AND {_WALL[level]} < {q.time.end!r}"
+            if level == "facts":
+                where += " AND (status IS NULL OR status = 'active')"
+            if level == "entities":
+                where += " AND merged_into IS NULL"
+            wheres[level] = where
+            if mode is not SearchMode.VECTOR and fts_text and not filter_only:
+                pending.append((level, "fts", self._pool.submit(self._fts, level, fts_text, where, k)))
+        vector = (self.store._embed([text_for_vector])[0]
+                  if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
+        candidates: dict[tuple[str, str], dict[str, Any]] = {}
+        for level in levels:
+            if vector is not None:
+                for r in self._vector(level, vector, wheres[level], k):
+                    candidates.setdefault((level, r["id"]), r)
+            if entities and level in ("traces", "observations", "schemas", "facts"):
+                ids = [*entities, *(i for i, t in entity_map.items() if t in entities)]
+                where = wheres[level] + " AND " + build_where(level, self.store.user_id, entity=ids).split(" AND ", 1)[1]
+                rows = (self._vector(level, vector, where, k) if vector is not None
+                        else self._scan_latest(level, where, k, q.order))
+                for r in rows:
+                    candidates.setdefault((level, r["id"]), r)
+            elif entities and level == "entities":
+                for r in self.store._scan("entities", "id IN (" + ", ".join(sql_literal(e) for e in entities) + ")",
+                                          columns=[*_COLUMNS["entities"], "vector"]):
+                    candidates.setdefault((level, r["id"]), r)
+        for level, _, fut in pending:
+            for r in fut.result():
+                candidates.setdefault((level, r["id"]), r)
+        if filter_only or (vector is None and not fts_text):
+            for level in levels:  # only filters asked for: the newest (or, for "first", oldest) rows passing them
+                for r in self._scan_latest(level, wheres[level], k, q.order):
+                    candidates.setdefault((level, r["id"]), r)
+        scored = [self._score(level, r, vector, q, names, entity_map) for (level, _), r in candidates.items()]
+        ranked = _order(scored, q)
+        ranked = collapse(ranked)
+        page = ranked[offset:offset + limit]
+        return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
+
+    def _score(self, level: str, row: dict[str, Any], vector: np.ndarray | None, q: Understood,
+               names: dict[str, list[str]], entity_map: dict[str, str]) -> Scored:
+        cosine = None
+        if vector is not None and row.get("vector") is not None:
+            cosine = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
+        return score_row(level, row, cosine, q, names, entity_map)
+
+    def _fts(self, level: str, text: str, where: str, k: int) -> list[dict[str, Any]]:
+        table = self.store._table(level)
+        try:
+            return (table.search(text, query_type="fts", fts_columns="text").where(where)
+                    .select([*_COLUMNS[level], "vector", "_score"]).limit(k).to_list())
+        except ValueError:  # a query the full-text parser rejects is matched by meaning only
+            logger.info("full-text query %r rejected; using vector search only", text)
+            return []
+
+    def _vector(self, level: str, vector: np.ndarray, where: str, k: int) -> list[dict[str, Any]]:
+        table = self.store._table(level)
+        return (table.search(vector, vector_column_name="vector").distance_type("cosine").nprobes(24)
+                .refine_factor(2).where(where, prefilter=True).select([*_COLUMNS[level], "vector", "_distance"])
+                .limit(k).to_list())
+
+    def _scan_latest(self, level: str, where: str, k: int, order_by: str | None = None) -> list[dict[str, Any]]:
+        table = self.store._table(level)
+        order = _WALL.get(level)
+        cols = [*_COLUMNS[level], "vector"]
+        if order is None:
+            return table.search().where(where).select(cols).limit(k).to_list()
+        keys = table.search().where(where).select(["id", order]).limit(None).to_list()
+        keys.sort(key=lambda r: (r[order] or 0) * (1 if order_by == "first" else -1))
+        ids = [r["id"] for r in keys[:k]]
+        if not ids:
+            return []
+        return table.search().where("id IN (" + ", ".join(sql_literal(i) for i in ids) + ")").select(cols) \
+            .limit(None).to_list()
+
+
+def _order(scored: list[Scored], q: Understood) -> list[Scored]:
+    """Best score first; for "the first/last time", the earliest/latest of the relevant hits first."""
+    scored.sort(key=lambda s: (-s.score, -(s.row.get("wall_start") or 0), s.row["id"]))
+    if q.order is None or not scored:
+        return scored
+    top = scored[0].score
+    relevant = [s for s in scored if s.score >= max(0.3, 0.8 * top)]
+    rest = [s for s in scored if s.score < max(0.3, 0.8 * top)]
+    sign = 1 if q.order == "first" else -1
+    relevant.sort(key=lambda s: sign * ((s.row.get("wall_start") or 0) + (s.row.get("t_start") or 0) * 1e-6))
+    return relevant + rest
+
+
+def _hit(s: Scored) -> SearchHit:
+    row = s.row
+    if s.level == "entities":
+        entity_ids = [row["id"]]
+    elif s.level == "observations":
+        entity_ids = [row["entity_id"]]
+    else:
+        entity_ids = list(row.get("entity_ids") or [])
+    return SearchHit(id=row["id"], level=s.level, text=row.get("text") or "", score=s.score,
+                     camera_id=row.get("camera_id"), source=row.get("source"), t_start=row.get("t_start"),
+                     t_end=row.get("t_end"), wall_start=row.get("wall_start"), entity_ids=entity_ids,
+                     keyframe_ids=list(row.get("keyframe_ids") or []), why=s.why, collapsed=s.collapsed)
+
+
+def _understood(q: Understood, cameras: list[str]) -> QueryUnderstanding:
+    return QueryUnderstanding(
+        query=q.raw, text=q.text, entities=q.entities, cameras=cameras,
+        time_label=q.time.label if q.time else None, wall_start=q.time.start if q.time else None,
+        wall_end=q.time.end if q.time else None, order=q.order, labels=sorted(q.labels),
+        people=list(q.people) if q.people else None, notes=q.notes, summary=q.summary())
