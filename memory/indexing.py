@@ -9,6 +9,8 @@ keeps both parts small:
 * **Vector (IVF_PQ, cosine)** — built once a table holds :attr:`IndexPolicy.vector_min_rows` rows
   (below that a flat scan is faster than probing partitions) and retrained when the table has grown
   :attr:`IndexPolicy.retrain_growth` times since the last training, so partitions keep fitting the data.
+* **Scalar** — past :attr:`IndexPolicy.scalar_min_rows` rows, a BTREE on ``id`` (candidate lookups,
+  ``get``) and bitmaps on ``user_id`` and ``camera_id`` (filters) replace full scans.
 * **Freshness** — ``optimize()`` (compaction + folding new rows into both indexes) runs when a table has
   :attr:`IndexPolicy.unindexed_max` rows outside its indexes, or at the latest
   :attr:`IndexPolicy.interval_s` after the first such row.
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lancedb.index import FTS, IvfPq
+from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ class IndexPolicy:
 
     #: rows from which a vector index beats a flat scan
     vector_min_rows: int = 20_000
+    #: rows from which scalar indexes (``id``, ``user_id``, ``camera_id``) pay for themselves
+    scalar_min_rows: int = 10_000
     #: retrain the vector index when the table has grown this many times since it was trained
     retrain_growth: float = 4.0
     #: rows outside the indexes that trigger an ``optimize()``
@@ -58,6 +62,7 @@ class IndexState:
     fts: bool
     vector: bool
     unindexed: int
+    scalar: list[str] = field(default_factory=list)
     vector_trained_rows: int = 0
 
 
@@ -83,16 +88,20 @@ def table_index_state(table: Any) -> IndexState:
     rows = table.count_rows()
     fts = vector = False
     unindexed = 0
+    scalar: list[str] = []
     for idx in table.list_indices():
         if idx.index_type == "FTS":
             fts = True
-            stats = table.index_stats(idx.name)
-            unindexed = max(unindexed, int(getattr(stats, "num_unindexed_rows", 0) or 0))
         elif "vector" in idx.columns:
             vector = True
-            stats = table.index_stats(idx.name)
-            unindexed = max(unindexed, int(getattr(stats, "num_unindexed_rows", 0) or 0))
-    return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed)
+        else:
+            scalar.extend(idx.columns)
+            continue
+        unindexed = max(unindexed, int(getattr(idx, "num_unindexed_rows", 0) or 0))
+    return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed, scalar=scalar)
+
+
+SCALAR_INDEXES: tuple[tuple[str, type], ...] = (("id", BTree), ("user_id", Bitmap), ("camera_id", Bitmap))
 
 
 @dataclass
@@ -174,6 +183,13 @@ class IndexMaintainer:
             pending = self._pending.setdefault(name, _Pending())
             if not state.fts:
                 ensure_fts(table)
+            if state.rows >= self.policy.scalar_min_rows:
+                names = set(table.schema.names)
+                for column, kind in SCALAR_INDEXES:
+                    if column in names and column not in state.scalar:
+                        with self.lock:
+                            table.create_index(column, config=kind(), replace=True)
+                        logger.info("%s index on %s.%s built", kind.__name__, name, column)
             grown = pending.trained_rows and state.rows >= self.policy.retrain_growth * pending.trained_rows
             if state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
                 t0 = time.perf_counter()

@@ -23,6 +23,7 @@ search match. Nothing here raises on odd input: what could not be read is report
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from datetime import date, datetime, time as dtime, timedelta
 from typing import Literal
@@ -77,27 +78,40 @@ _ORDER = ((r"(?:the )?first (?:time|occurrence)|the first|earliest|oldest", "fir
           (r"(?:the )?last (?:time|occurrence)|the last|latest|most recent(?:ly)?|newest", "last"))
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light English stem so "opened"/"opens"/"opening" and "bicycles"/"bicycle" meet."""
     w = word.lower()
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
-            w = w[: -len(suffix)] + keep
-            break
+    if len(w) <= 3:
+        return w
+    if w.endswith("ies") or w.endswith("ied"):
+        w = w[:-3] + "y"
+    elif w.endswith(("sses", "ches", "shes", "xes", "zes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    elif w.endswith("ing") and len(w) > 5:
+        w = w[:-3]
+    elif w.endswith("ed") and len(w) > 4:
+        w = w[:-2]
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+        w = w[:-1]  # running → run, stopped → stop
+    if len(w) > 3 and w.endswith("e"):
+        w = w[:-1]  # close / closed / closing meet at "clos"
     return w
 
 
-_WORD = re.compile(r"[0-9A-Za-zÀ-ÖØ-öø-ÿ]+(?:['’][A-Za-z]+)?")
+_WORD = re.compile(r"[0-9a-zà-öø-ÿ]+(?:['’][a-z]+)?")
 
 
 def words(text: str) -> list[str]:
-    """Lower-case word tokens (apostrophe suffixes dropped)."""
-    return [re.split(r"['’]", m.group(0))[0].lower() for m in _WORD.finditer(text)]
+    """Lower-case word tokens (apostrophe suffixes such as ``'s`` dropped)."""
+    return [re.sub(r"['’]s$", "", w).replace("'", "").replace("’", "") for w in _WORD.findall(text.lower())]
 
 
 def content_words(text: str) -> list[str]:
     """The stemmed content words of ``text`` (stop words dropped), in order, without repeats."""
-    return list(dict.fromkeys(stem(w) for w in words(text) if w not in STOP and len(w) > 1))
+    return list(dict.fromkeys(stem(w) for w in words(text) if len(w) > 1 and w not in STOP))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ One search of one level runs up to three LanceDB queries under the same SQL filt
 entity, media time, wall-clock window): full-text (BM25 over ``text``), vector (cosine, IVF_PQ once the
 table is large) and — when the question names entities — a vector query restricted to rows showing
 them, so a named person's segments are candidates even when no word matches. The full-text query runs
-on a worker thread while the query is embedded, so the two overlap. Candidates are scored by
+first (it needs no embedding); each query returns ids only, and the union of candidates is read in one
+``id IN (…)`` lookup (a BTREE index on ``id`` past a size). Candidates are scored by
 :func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
 
 The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
@@ -36,8 +37,11 @@ logger = logging.getLogger(__name__)
 
 VOCAB_TTL_S = 2.0
 #: candidates fetched per query and way, relative to the page asked for
-POOL_FACTOR = 4
-MIN_POOL = 30
+POOL_FACTOR = 1.5
+MIN_POOL = 15
+#: IVF partitions probed per vector query (candidates are re-scored exactly, so a coarse probe suffices)
+NPROBES = 12
+OVERLAP = False
 
 _COLUMNS: dict[str, list[str]] = {
     "traces": ["id", "text", "summary", "transcript", "quotes", "ocr_text", "objects", "entity_ids", "camera_id",
@@ -66,10 +70,13 @@ class Retriever:
         self.store = store
         self._vocab: tuple[float, Vocabulary, dict[str, list[str]], dict[str, str]] | None = None
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-search")
+        self._single: dict[str, tuple[float, bool]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-fts")
 
     def close(self) -> None:
-        """Stop the worker threads."""
+        """Drop cached state."""
+        self._vocab = None
+        self._single.clear()
         self._pool.shutdown(wait=True)
 
     def invalidate(self) -> None:
@@ -130,53 +137,59 @@ class Retriever:
         explicit = [entity_map.get(e, e) for e in explicit]
         alias_ids = {i for i, t in entity_map.items() if t in explicit}
         filter_ids = [*explicit, *sorted(alias_ids)] or None
-        k = max(MIN_POOL, POOL_FACTOR * (limit + offset))
+        k = max(MIN_POOL, int(POOL_FACTOR * (limit + offset)))
         text_for_vector = q.text.strip() or query.strip()
         fts_text = " ".join(q.terms)
-        pending: list[tuple[str, str, Future[list[dict[str, Any]]]]] = []
         wheres: dict[str, str] = {}
         for level in levels:
             where = build_where(level, self.store.user_id, cameras[0] if len(cameras) == 1 else None, filter_ids,
                                 start, end)
+            if self._single_user(level):  # every row is this user's: skip the per-row user check
+                where = where.split(" AND ", 1)[1] if " AND " in where else ""
+            extra = []
             if len(cameras) > 1 and level in ("traces", "observations", "schemas"):
-                where += " AND camera_id IN (" + ", ".join(sql_literal(c) for c in cameras) + ")"
+                extra.append("camera_id IN (" + ", ".join(sql_literal(c) for c in cameras) + ")")
             if q.time is not None and level in _WALL:
-                where += f" AND {_WALL[level]} >= {q.time.start!r} AND {_WALL[level]} < {q.time.end!r}"
+                extra.append(f"{_WALL[level]} >= {q.time.start!r} AND {_WALL[level]} < {q.time.end!r}")
             if level == "facts":
-                where += " AND (status IS NULL OR status = 'active')"
+                extra.append("(status IS NULL OR status = 'active')")
             if level == "entities":
-                where += " AND merged_into IS NULL"
-            wheres[level] = where
-            if mode is not SearchMode.VECTOR and fts_text and not filter_only:
-                pending.append((level, "fts", self._pool.submit(self._fts, level, fts_text, where, k)))
-        vector = (self.store._embed([text_for_vector])[0]
-                  if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
-        candidates: dict[tuple[str, str], dict[str, Any]] = {}
+                extra.append("merged_into IS NULL")
+            wheres[level] = " AND ".join([w for w in [where, *extra] if w])
+        found: dict[str, dict[str, int | None]] = {level: {} for level in levels}  # id → row id
+        fts_job: Future[None] | None = None
+        if mode is not SearchMode.VECTOR and fts_text and not filter_only:
+            def run_fts() -> None:
+                for level in levels:
+                    found[level].update(self._fts(level, fts_text, wheres[level], k))
+            fts_job = self._pool.submit(run_fts) if OVERLAP else None  # overlaps with embedding the query
+            if fts_job is None:
+                run_fts()
+        try:
+            vector = (self.store._embed([text_for_vector])[0]
+                      if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
+        finally:
+            if fts_job is not None:
+                fts_job.result()
+        entity_ids = [*entities, *(i for i, t in entity_map.items() if t in entities)]
         for level in levels:
             if vector is not None:
-                for r in self._vector(level, vector, wheres[level], k):
-                    candidates.setdefault((level, r["id"]), r)
-            if entities and level in ("traces", "observations", "schemas", "facts"):
-                ids = [*entities, *(i for i, t in entity_map.items() if t in entities)]
-                where = wheres[level] + " AND " + build_where(level, self.store.user_id, entity=ids).split(" AND ", 1)[1]
-                rows = (self._vector(level, vector, where, k) if vector is not None
-                        else self._scan_latest(level, where, k, q.order))
-                for r in rows:
-                    candidates.setdefault((level, r["id"]), r)
-            elif entities and level == "entities":
-                for r in self.store._scan("entities", "id IN (" + ", ".join(sql_literal(e) for e in entities) + ")",
-                                          columns=[*_COLUMNS["entities"], "vector"]):
-                    candidates.setdefault((level, r["id"]), r)
-        for level, _, fut in pending:
-            for r in fut.result():
-                candidates.setdefault((level, r["id"]), r)
-        if filter_only or (vector is None and not fts_text):
-            for level in levels:  # only filters asked for: the newest (or, for "first", oldest) rows passing them
-                for r in self._scan_latest(level, wheres[level], k, q.order):
-                    candidates.setdefault((level, r["id"]), r)
+                found[level].update(self._vector(level, vector, wheres[level], k))
+            if entities and level == "entities":
+                found[level].update({e: None for e in entities})
+            elif entities:
+                clause = build_where(level, self.store.user_id, entity=entity_ids).split(" AND ", 1)[1]
+                where = " AND ".join(w for w in (wheres[level], clause) if w)
+                found[level].update(self._vector(level, vector, where, k) if vector is not None
+                                    else self._latest_ids(level, where, k, q.order))
+            if filter_only or (vector is None and not fts_text):
+                # only filters asked for: the newest (or, for "first", oldest) rows passing them
+                found[level].update(self._latest_ids(level, wheres[level], k, q.order))
+        candidates = {(level, r["id"]): r for level in levels for r in self._take(level, found[level])}
         scored = [self._score(level, r, vector, q, names, entity_map) for (level, _), r in candidates.items()]
         ranked = _order(scored, q)
-        ranked = collapse(ranked)
+        head = max(3 * (offset + limit), 30)  # near-duplicates only matter where a page can show them
+        ranked = collapse(ranked[:head]) + ranked[head:]
         page = ranked[offset:offset + limit]
         return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
 
@@ -187,34 +200,64 @@ class Retriever:
             cosine = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
         return score_row(level, row, cosine, q, names, entity_map)
 
-    def _fts(self, level: str, text: str, where: str, k: int) -> list[dict[str, Any]]:
+    def _single_user(self, level: str) -> bool:
+        cached = self._single.get(level)
+        if cached is not None and time.monotonic() - cached[0] < VOCAB_TTL_S:
+            return cached[1]
         table = self.store._table(level)
+        single = table.count_rows() == table.count_rows(f"user_id = {sql_literal(self.store.user_id)}")
+        self._single[level] = (time.monotonic(), single)
+        return single
+
+    def _fts(self, level: str, text: str, where: str, k: int) -> dict[str, int | None]:
+        query = self.store._table(level).search(text, query_type="fts", fts_columns="text").with_row_id(True)
+        if where:
+            query = query.where(where)
         try:
-            return (table.search(text, query_type="fts", fts_columns="text").where(where)
-                    .select([*_COLUMNS[level], "vector", "_score"]).limit(k).to_list())
+            return {r["id"]: r["_rowid"] for r in query.select(["id", "_score"]).limit(k).to_list()}
         except ValueError:  # a query the full-text parser rejects is matched by meaning only
             logger.info("full-text query %r rejected; using vector search only", text)
-            return []
+            return {}
 
-    def _vector(self, level: str, vector: np.ndarray, where: str, k: int) -> list[dict[str, Any]]:
-        table = self.store._table(level)
-        return (table.search(vector, vector_column_name="vector").distance_type("cosine").nprobes(24)
-                .refine_factor(2).where(where, prefilter=True).select([*_COLUMNS[level], "vector", "_distance"])
-                .limit(k).to_list())
+    def _vector(self, level: str, vector: np.ndarray, where: str, k: int) -> dict[str, int | None]:
+        query = (self.store._table(level).search(vector, vector_column_name="vector").distance_type("cosine")
+                 .nprobes(NPROBES).with_row_id(True))
+        if where:
+            query = query.where(where, prefilter=True)
+        return {r["id"]: r["_rowid"] for r in query.select(["id", "_distance"]).limit(k).to_list()}
 
-    def _scan_latest(self, level: str, where: str, k: int, order_by: str | None = None) -> list[dict[str, Any]]:
-        table = self.store._table(level)
+    def _latest_ids(self, level: str, where: str, k: int, order_by: str | None = None) -> dict[str, int | None]:
         order = _WALL.get(level)
-        cols = [*_COLUMNS[level], "vector"]
+        query = self.store._table(level).search().with_row_id(True)
+        if where:
+            query = query.where(where)
         if order is None:
-            return table.search().where(where).select(cols).limit(k).to_list()
-        keys = table.search().where(where).select(["id", order]).limit(None).to_list()
+            return {r["id"]: r["_rowid"] for r in query.select(["id"]).limit(k).to_list()}
+        keys = query.select(["id", order]).limit(None).to_list()
         keys.sort(key=lambda r: (r[order] or 0) * (1 if order_by == "first" else -1))
-        ids = [r["id"] for r in keys[:k]]
-        if not ids:
+        return {r["id"]: r["_rowid"] for r in keys[:k]}
+
+    def _take(self, level: str, found: dict[str, int | None]) -> list[dict[str, Any]]:
+        """The candidate rows: by row id (cheap), falling back to an ``id IN`` lookup for any row that
+        moved in between (a compaction rewrites row addresses)."""
+        if not found:
             return []
-        return table.search().where("id IN (" + ", ".join(sql_literal(i) for i in ids) + ")").select(cols) \
-            .limit(None).to_list()
+        table = self.store._table(level)
+        cols = [*_COLUMNS[level], "vector"]
+        rows: list[dict[str, Any]] = []
+        by_rowid = sorted({rid for rid in found.values() if rid is not None})
+        if by_rowid:
+            try:
+                rows = [r for r in table.take_row_ids(by_rowid).select(cols).to_list() if r["id"] in found]
+            except (OSError, ValueError, RuntimeError):
+                rows = []
+        missing = [i for i in found if i not in {r["id"] for r in rows}]
+        if missing:
+            where = "id IN (" + ", ".join(sql_literal(i) for i in missing) + ")"
+            if not self._single_user(level):
+                where = f"user_id = {sql_literal(self.store.user_id)} AND {where}"
+            rows += table.search().where(where).select(cols).limit(None).to_list()
+        return rows
 
 
 def _order(scored: list[Scored], q: Understood) -> list[Scored]:
