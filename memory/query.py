@@ -36,7 +36,8 @@ STOP = frozenset("""a an the and or but of to in on at by for with from into ont
 do does did done have has had i me my we our you your it its this that these those there here then than so such
 what which who whom whose when where why how any some someone somebody something show find tell give me us
 segment segments clip clips video videos moment moments scene time times please can could would should will
-just also very really ever all one""".split())
+just also very really ever all one happen happened happens happening thing things anything everything
+something nothing see saw seen look looking there going go went record recorded""".split())
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 #: words that say the answer is in what was said / what was written, not in what was seen
@@ -314,7 +315,8 @@ def _resolve_counts(cut: _Cutter, out: Understood) -> None:
     elif m := cut.take(rf" (?:a )?({'|'.join(sorted(_MANY))})(?: of)?(?: ({people}))? "):
         out.people = (2, 99) if m.group(1) in ("few", "couple") else (3, 99)
         out.labels["person"] = LABEL_WORDS["person"]
-        cut.text += f" {m.group(1)} "
+        if m.group(1) in ("crowd", "group", "audience"):
+            cut.text += f" {m.group(1)} "  # a noun worth matching in descriptions too
     elif cut.take(r" (?:alone|by (?:him|her|them)self) "):
         out.people = (1, 1)
 
@@ -346,6 +348,7 @@ def understand(raw: str, vocab: Vocabulary | None = None, tz: str | None = None,
         phrase = _norm(camera).rstrip()
         if phrase.strip() and cut.take(rf"(?: on| at| from| in)?(?: the)?{re.escape(phrase)}(?: camera| cam)?(?= )"):
             out.cameras.append(camera)
+    cut.take(r" (?:on|in front of the) camera(?= )")
     _resolve_counts(cut, out)
     for w in cut.text.split():
         if w in LABEL_WORDS and w not in _PEOPLE_WORDS:

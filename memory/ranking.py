@@ -4,7 +4,8 @@ Each candidate row (found by full-text, vector or entity-filtered search) is sco
 question actually asks for (:func:`score_row`):
 
 * **entities** — share of the named entities the row shows (a strong part: half the score when the
-  question names someone);
+  question names someone), plus a smaller *focus* part: the share of the people in the segment who
+  are the named ones (a close-up of them beats a crowd they stand in);
 * **words** — share of the question's content words found in the row, per field (speech, text read,
   names, objects, description); when the question asks what was said (or read), a word found only in
   another field counts :data:`OFF_FIELD`;
@@ -41,7 +42,7 @@ OFF_FIELD = 0.6
 _INTENT_FIELD = {"speech": "speech", "text": "text read"}
 
 #: weights of the score parts
-W_ENTITY, W_WORDS, W_MEANING, W_LABELS, W_PEOPLE = 1.0, 0.5, 0.5, 0.3, 0.3
+W_ENTITY, W_FOCUS, W_WORDS, W_MEANING, W_LABELS, W_PEOPLE = 1.0, 0.25, 0.5, 0.5, 0.3, 0.5
 
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
 _PEOPLE_RE = re.compile(r"\b(one|two|three|four|five|six|seven|eight|nine|\d+) (?:person|people)\b")
@@ -105,6 +106,15 @@ def people_count(level: str, row: dict[str, Any]) -> int | None:
     return max(counts)
 
 
+_UNIDENTIFIED = re.compile(r"\b(\d+) unidentified\b")
+
+
+def _unidentified(row: dict[str, Any]) -> int:
+    """Faces the describer saw but could not identify (``"… 2 unidentified)"``)."""
+    m = _UNIDENTIFIED.search(row.get("summary") or row.get("text") or "")
+    return int(m.group(1)) if m else 0
+
+
 def similarity_part(cosine: float) -> float:
     """Map a cosine similarity onto [0, 1] (see :data:`SIM_FLOOR`, :data:`SIM_CEIL`)."""
     return float(np.clip((cosine - SIM_FLOOR) / (SIM_CEIL - SIM_FLOOR), 0.0, 1.0))
@@ -124,6 +134,9 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
         for e in shown:
             why.append(Match(field="names", entity_id=e, words=q.entities[e]))
         parts.append((W_ENTITY, len(shown) / len(q.entities)))
+        people = [e for e in row_ids if e.startswith("person_")]
+        if shown and people and level in ("traces", "schemas"):  # a segment about them, not one they pass through
+            parts.append((W_FOCUS, len([e for e in shown if e in people]) / (len(people) + _unidentified(row))))
     if q.terms:
         fields = row_fields(level, row, names)
         per_field = {f: set(content_words(t)) for f, t in fields.items()}
