@@ -125,7 +125,7 @@ class Retriever:
 
     def search(self, query: str, levels: list[str], camera: str | None, entity: str | list[str] | None,
                start: float | None, end: float | None, limit: int, offset: int, mode: SearchMode,
-               tz: str | None = None, now: datetime | None = None) -> SearchOutcome:
+               tz: str | None = None, now: datetime | None = None, until: float | None = None) -> SearchOutcome:
         """Search ``levels`` and return the page ``[offset, offset + limit)`` of the fused ranking."""
         vocab, names, entity_map = self.vocabulary()
         q = understand(query, vocab, tz, now)
@@ -149,6 +149,8 @@ class Retriever:
             extra = []
             if len(cameras) > 1 and level in ("traces", "observations", "schemas"):
                 extra.append("camera_id IN (" + ", ".join(sql_literal(c) for c in cameras) + ")")
+            if until is not None and level in _WALL:
+                extra.append(f"t_end <= {float(until)!r}")
             if q.time is not None and level in _WALL:
                 extra.append(f"{_WALL[level]} >= {q.time.start!r} AND {_WALL[level]} < {q.time.end!r}")
             if level == "facts":

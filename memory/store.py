@@ -491,20 +491,22 @@ class MemoryStore:
     def search(self, query: str, level: Level | Literal["all"] = "traces", camera: str | None = None,
                entity: str | Sequence[str] | None = None, start: float | None = None, end: float | None = None,
                limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0,
-               tz: str | None = None) -> list[SearchHit]:
+               tz: str | None = None, until: float | None = None) -> list[SearchHit]:
         """Search one level (or ``"all"``) and return the hits; see :meth:`find`."""
-        return self.find(query, level, camera, entity, start, end, limit, mode, offset, tz).hits
+        return self.find(query, level, camera, entity, start, end, limit, mode, offset, tz, until=until).hits
 
     def find(self, query: str, level: Level | Literal["all"] = "traces", camera: str | None = None,
              entity: str | Sequence[str] | None = None, start: float | None = None, end: float | None = None,
              limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0, tz: str | None = None,
-             now: datetime | None = None) -> SearchOutcome:
+             now: datetime | None = None, until: float | None = None) -> SearchOutcome:
         """Search with query understanding (``memory/query.py``) and explained ranking (``memory/ranking.py``).
 
         Names, times (in time zone ``tz``), cameras, object words and people counts in ``query`` become
         filters or score parts; ``camera``/``entity``/``start``/``end`` (media seconds) filter explicitly.
         ``mode`` picks the candidate sources: ``vector``, ``fts`` or both (``hybrid``). Scores are in
-        [0, 1] and comparable across levels; ``level="all"`` merges every level by score.
+        [0, 1] and comparable across levels; ``level="all"`` merges every level by score. ``until``
+        keeps only timed rows that *ended* by that media second (see ``memory/timecut.py`` for a cut
+        over every level).
         """
         mode = SearchMode(mode)
         if level != "all" and level not in SEARCHABLE:
@@ -514,7 +516,7 @@ class MemoryStore:
         if self._retriever is None:
             self._retriever = Retriever(self)
         return self._retriever.search(query, levels, camera, list(entity) if isinstance(entity, (list, tuple))
-                                      else entity, start, end, limit, offset, mode, tz=tz, now=now)
+                                      else entity, start, end, limit, offset, mode, tz=tz, now=now, until=until)
 
     def get(self, item_id: str, neighbors: int = 2) -> GetResult:
         """Return an item with its ``neighbors`` time-ordered neighbours each side and linked entities.
