@@ -298,17 +298,22 @@ def cmd_qa(args: argparse.Namespace) -> int:
     for item in items:
         by_video[item.video if args.videos else ""].append(item)
 
-    def store_for(video: str) -> Any:
+    def own_manifest(video: str) -> Any:
         if not args.videos:
-            return open_store(manifest)
+            return manifest
         work = Path(args.work or "reflectworld-eval").expanduser()
-        own = manifest.model_copy(update={"memory": manifest.memory.model_copy(
+        return manifest.model_copy(update={"memory": manifest.memory.model_copy(
             update={"uri": str(work / _safe(video) / "lancedb")})})
-        path = find_video(Path(args.videos).expanduser(), by_video[video][0])
-        store, report = _ingest(path, own, video)  # resumes; a finished video is not ingested again
-        logger.info("video %s: %d segment(s) new, %d already in memory", video, report.segments_written,
-                    report.segments_skipped)
-        return store
+
+    if args.videos:  # ingest first (in the main thread: Ctrl-C stops after a segment, a re-run resumes)
+        for video, group in by_video.items():
+            path = find_video(Path(args.videos).expanduser(), group[0])
+            store, report = _ingest(path, own_manifest(video), video)
+            store.close()
+            logger.info("video %s: %d segment(s) new, %d already in memory", video, report.segments_written,
+                        report.segments_skipped)
+            if report.interrupted:
+                raise PluginError(f"ingestion of {path} was interrupted; run the same command again to resume")
 
     async def ask_all(store: Any, group: list[QAItem], client: AsyncOpenAI,
                       judge_client: AsyncOpenAI) -> list[dict[str, Any]]:
@@ -339,7 +344,7 @@ def cmd_qa(args: argparse.Namespace) -> int:
         rows: list[dict[str, Any]] = []
         async with build_client(qa) as client, build_client(judge_qa) as judge_client:
             for video, group in by_video.items():
-                store = await anyio.to_thread.run_sync(store_for, video)
+                store = await anyio.to_thread.run_sync(open_store, own_manifest(video))
                 try:
                     rows += await ask_all(store, group, client, judge_client)
                 finally:
