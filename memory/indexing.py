@@ -64,6 +64,7 @@ class IndexState:
     unindexed: int
     scalar: list[str] = field(default_factory=list)
     vector_trained_rows: int = 0
+    vector_indexed: int = 0
 
 
 def fts_config() -> FTS:
@@ -87,18 +88,22 @@ def table_index_state(table: Any) -> IndexState:
     """Row count, which indexes exist, and how many rows the FTS index does not cover yet."""
     rows = table.count_rows()
     fts = vector = False
-    unindexed = 0
+    unindexed = vector_indexed = 0
     scalar: list[str] = []
     for idx in table.list_indices():
         if idx.index_type == "FTS":
             fts = True
         elif "vector" in idx.columns:
             vector = True
+            vector_indexed = int(getattr(idx, "num_indexed_rows", 0) or 0)
+            if not vector_indexed:  # PQ needs a few hundred rows to train; below that the index stays empty
+                continue
         else:
             scalar.extend(idx.columns)
             continue
         unindexed = max(unindexed, int(getattr(idx, "num_unindexed_rows", 0) or 0))
-    return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed, scalar=scalar)
+    return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed, scalar=scalar,
+                      vector_indexed=vector_indexed)
 
 
 SCALAR_INDEXES: tuple[tuple[str, type], ...] = (("id", BTree), ("user_id", Bitmap), ("camera_id", Bitmap))
@@ -114,11 +119,13 @@ class _Pending:
 class IndexMaintainer:
     """Builds and refreshes the indexes of ``tables()`` on a background thread.
 
-    ``tables`` returns ``{name: lancedb table}`` for the searchable tables; ``lock`` is held around
-    each ``optimize()`` so the store's own synchronous optimise never runs concurrently with it.
+    ``tables`` returns ``{name: lancedb table}`` for every table it keeps compact; those in ``searchable``
+    also get the full-text and vector indexes. ``lock`` is held around each ``optimize()`` so the
+    store's own synchronous optimise never runs concurrently with it.
     """
 
     tables: Callable[[], dict[str, Any]]
+    searchable: frozenset[str] = frozenset()
     policy: IndexPolicy = field(default_factory=IndexPolicy)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _wake: threading.Event = field(default_factory=threading.Event)
@@ -128,6 +135,8 @@ class IndexMaintainer:
     _pass: threading.Lock = field(default_factory=threading.Lock)
     builds: int = 0
     optimizes: int = 0
+    passes: int = 0
+    _passed: threading.Condition = field(default_factory=threading.Condition)
 
     def start(self) -> None:
         """Start the maintainer thread (idempotent)."""
@@ -171,7 +180,18 @@ class IndexMaintainer:
         ``force`` folds every unindexed row in now (used by benchmarks and by ``close``). Passes never overlap.
         """
         with self._pass:
-            return self._run_once(force)
+            states = self._run_once(force)
+        with self._passed:
+            self.passes += 1
+            self._passed.notify_all()
+        return states
+
+    def wait_for_pass(self, timeout: float) -> bool:
+        """Wait until a pass that started after this call has finished; False on timeout."""
+        with self._passed:
+            target = self.passes + 2  # the pass running now may have started before the call
+            self._wake.set()
+            return self._passed.wait_for(lambda: self.passes >= target, timeout)
 
     def _run_once(self, force: bool) -> dict[str, IndexState]:
         states: dict[str, IndexState] = {}
@@ -181,7 +201,8 @@ class IndexMaintainer:
                 break
             state = table_index_state(table)
             pending = self._pending.setdefault(name, _Pending())
-            if not state.fts:
+            search = name in self.searchable
+            if search and not state.fts:
                 ensure_fts(table)
             if state.rows >= self.policy.scalar_min_rows:
                 names = set(table.schema.names)
@@ -191,7 +212,7 @@ class IndexMaintainer:
                             table.create_index(column, config=kind(), replace=True)
                         logger.info("%s index on %s.%s built", kind.__name__, name, column)
             grown = pending.trained_rows and state.rows >= self.policy.retrain_growth * pending.trained_rows
-            if state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
+            if search and state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
                 t0 = time.perf_counter()
                 with self.lock:
                     table.create_index("vector", config=vector_config(state.rows), replace=True)
@@ -203,7 +224,9 @@ class IndexMaintainer:
             elif state.vector and not pending.trained_rows:
                 pending.trained_rows = state.rows
             overdue = pending.since is not None and now - pending.since >= self.policy.interval_s
-            if state.unindexed and (force or state.unindexed >= self.policy.unindexed_max or overdue):
+            # tables without indexes still gather one fragment per write: compact them on the same schedule
+            stale = state.unindexed if search else (pending.since is not None and (force or overdue))
+            if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
                 with self.lock:
                     try:
                         table.optimize()
@@ -213,7 +236,7 @@ class IndexMaintainer:
                 self.optimizes += 1
                 pending.since = None
                 state = table_index_state(table)
-            elif not state.unindexed:
+            elif search and not state.unindexed:
                 pending.since = None
             state.vector_trained_rows = pending.trained_rows
             states[name] = state

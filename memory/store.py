@@ -159,8 +159,8 @@ class MemoryStore:
         for name in SEARCHABLE:
             ensure_fts(self._tables[name])
         if self.auto_index:
-            self._maintainer = IndexMaintainer(lambda: {n: self._tables[n] for n in SEARCHABLE if n in self._tables},
-                                               self.index_policy)
+            self._maintainer = IndexMaintainer(lambda: dict(self._tables), policy=self.index_policy,
+                                               searchable=frozenset(SEARCHABLE))
             self._maintainer.start()
         logger.info("opened memory store %s (schema v%d, %s %d-d, user %s)", self.uri, version,
                     self.embedder.name, self.embedder.dim, self.user_id)
@@ -239,8 +239,8 @@ class MemoryStore:
         self._dirty.add(name)
         if name == "entities" and self._retriever is not None:
             self._retriever.invalidate()  # renames and merges reach the next search at once
-        if self._maintainer is not None and name in SEARCHABLE:
-            self._maintainer.poke(name)  # folded in off the write path
+        if self._maintainer is not None:
+            self._maintainer.poke(name)  # compacted and indexed off the write path
             return
         self._writes_since_optimize += 1
         if self._writes_since_optimize >= OPTIMIZE_EVERY:
@@ -271,10 +271,12 @@ class MemoryStore:
 
     def maintain_indexes(self, force: bool = True) -> dict[str, Any]:
         """Run one index-maintenance pass now (build, retrain, fold in new rows); returns each table's state."""
-        maintainer = self._maintainer or IndexMaintainer(lambda: {n: self._tables[n] for n in SEARCHABLE},
-                                                         self.index_policy)
+        maintainer = self._maintainer or IndexMaintainer(lambda: dict(self._tables), policy=self.index_policy,
+                                                         searchable=frozenset(SEARCHABLE))
+        for name in self._dirty:
+            maintainer.poke(name)
         states = maintainer.run_once(force=force)
-        self._dirty -= set(SEARCHABLE)
+        self._dirty.clear()
         return states
 
     # ------------------------------------------------------------------ plain tables (memory/procedural.py)
