@@ -105,14 +105,30 @@ def stem(word: str) -> str:
 _WORD = re.compile(r"[0-9a-zà-öø-ÿ]+(?:['’][a-z]+)?")
 
 
+def _clean(word: str) -> str:
+    if "'" in word or "’" in word:
+        word = re.sub(r"['’]s$", "", word).replace("'", "").replace("’", "")
+    return word
+
+
 def words(text: str) -> list[str]:
     """Lower-case word tokens (apostrophe suffixes such as ``'s`` dropped)."""
-    return [re.sub(r"['’]s$", "", w).replace("'", "").replace("’", "") for w in _WORD.findall(text.lower())]
+    return [_clean(w) for w in _WORD.findall(text.lower())]
+
+
+@lru_cache(maxsize=8192)
+def _content(text: str) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for w in _WORD.findall(text.lower()):
+        w = _clean(w)
+        if len(w) > 1 and w not in STOP:
+            out[stem(w)] = None
+    return tuple(out)
 
 
 def content_words(text: str) -> list[str]:
     """The stemmed content words of ``text`` (stop words dropped), in order, without repeats."""
-    return list(dict.fromkeys(stem(w) for w in words(text) if len(w) > 1 and w not in STOP))
+    return list(_content(text))
 
 
 @dataclass(frozen=True)

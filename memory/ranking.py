@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .models import Match
-from .query import Understood, content_words
+from .query import Understood, _content, content_words
 
 __all__ = ["Scored", "collapse", "people_count", "row_fields", "score_row"]
 
@@ -139,7 +139,7 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
             parts.append((W_FOCUS, len([e for e in shown if e in people]) / (len(people) + _unidentified(row))))
     if q.terms:
         fields = row_fields(level, row, names)
-        per_field = {f: set(content_words(t)) for f, t in fields.items()}
+        per_field = {f: set(_content(t)) for f, t in fields.items()}
         found: dict[str, list[str]] = {}
         total = 0.0
         wanted = _INTENT_FIELD.get(q.intent or "")
@@ -183,7 +183,7 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
 
 
 def _signature(row: dict[str, Any]) -> set[str]:
-    return set(content_words(_TIMESTAMP.sub(" ", row.get("text") or "")))
+    return set(_content(_TIMESTAMP.sub(" ", row.get("text") or "")))
 
 
 def collapse(ranked: list[Scored], threshold: float = 0.75) -> list[Scored]:
@@ -191,28 +191,25 @@ def collapse(ranked: list[Scored], threshold: float = 0.75) -> list[Scored]:
     (word-set Jaccard ≥ ``threshold``), into the best-ranked of them (``collapsed`` lists the others)."""
     kept: list[Scored] = []
     spans: list[tuple[int, int]] = []
-    sigs: list[set[str]] = []
     for s in ranked:
         idx = s.row.get("segment_index")
         if s.level not in ("traces", "observations") or idx is None:
             kept.append(s)
             spans.append((0, -1))
-            sigs.append(set())
             continue
-        sig = _signature(s.row)
         target = None
-        for k, (other, (lo, hi), osig) in enumerate(zip(kept, spans, sigs)):
-            if (other.level == s.level and other.row.get("source") == s.row.get("source")
+        for k, (other, (lo, hi)) in enumerate(zip(kept, spans)):
+            if (other.level == s.level and lo - 1 <= idx <= hi + 1
+                    and other.row.get("source") == s.row.get("source")
                     and other.row.get("camera_id") == s.row.get("camera_id")
-                    and other.row.get("entity_id") == s.row.get("entity_id")
-                    and lo - 1 <= idx <= hi + 1 and osig and sig
-                    and len(osig & sig) / len(osig | sig) >= threshold):
-                target = k
-                break
+                    and other.row.get("entity_id") == s.row.get("entity_id")):
+                osig, sig = _signature(other.row), _signature(s.row)
+                if osig and sig and len(osig & sig) / len(osig | sig) >= threshold:
+                    target = k
+                    break
         if target is None:
             kept.append(s)
             spans.append((idx, idx))
-            sigs.append(sig)
         else:
             kept[target].collapsed.append(s.row["id"])
             lo, hi = spans[target]

@@ -3,9 +3,9 @@
 One search of one level runs up to three LanceDB queries under the same SQL filter (user, camera,
 entity, media time, wall-clock window): full-text (BM25 over ``text``), vector (cosine, IVF_PQ once the
 table is large) and — when the question names entities — a vector query restricted to rows showing
-them, so a named person's segments are candidates even when no word matches. The full-text query runs
-first (it needs no embedding); each query returns ids only, and the union of candidates is read in one
-``id IN (…)`` lookup (a BTREE index on ``id`` past a size). Candidates are scored by
+them, so a named person's segments are candidates even when no word matches. Each query
+returns ids and row ids only, and the union of candidates is read in one take by row id (a row moved
+by a concurrent compaction is looked up by ``id`` instead). Candidates are scored by
 :func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
 
 The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -37,14 +36,15 @@ logger = logging.getLogger(__name__)
 
 VOCAB_TTL_S = 2.0
 #: candidates fetched per query and way, relative to the page asked for
-POOL_FACTOR = 1.5
-MIN_POOL = 15
+POOL_FACTOR = 1.0
+MIN_POOL = 10
 #: IVF partitions probed per vector query (candidates are re-scored exactly, so a coarse probe suffices)
 NPROBES = 12
-OVERLAP = False
+#: query embeddings kept (least recently used dropped first)
+QUERY_CACHE = 256
 
 _COLUMNS: dict[str, list[str]] = {
-    "traces": ["id", "text", "summary", "transcript", "quotes", "ocr_text", "objects", "entity_ids", "camera_id",
+    "traces": ["id", "text", "transcript", "ocr_text", "objects", "entity_ids", "camera_id",
                "source", "segment_index", "t_start", "t_end", "wall_start", "keyframe_ids"],
     "observations": ["id", "text", "entity_id", "camera_id", "source", "segment_index", "t_start", "t_end",
                      "wall_start", "keyframe_ids"],
@@ -71,13 +71,12 @@ class Retriever:
         self._vocab: tuple[float, Vocabulary, dict[str, list[str]], dict[str, str]] | None = None
         self._lock = threading.Lock()
         self._single: dict[str, tuple[float, bool]] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-fts")
+        self._vectors: dict[str, np.ndarray] = {}
 
     def close(self) -> None:
         """Drop cached state."""
         self._vocab = None
         self._single.clear()
-        self._pool.shutdown(wait=True)
 
     def invalidate(self) -> None:
         """Forget the cached vocabulary (entities were written)."""
@@ -159,48 +158,48 @@ class Retriever:
                 extra.append("merged_into IS NULL")
             wheres[level] = " AND ".join([w for w in [where, *extra] if w])
         found: dict[str, dict[str, int | None]] = {level: {} for level in levels}  # id → row id
-        fts_job: Future[None] | None = None
         if mode is not SearchMode.VECTOR and fts_text and not filter_only:
-            def run_fts() -> None:
-                for level in levels:
-                    found[level].update(self._fts(level, fts_text, wheres[level], k))
-            fts_job = self._pool.submit(run_fts) if OVERLAP else None  # overlaps with embedding the query
-            if fts_job is None:
-                run_fts()
-        try:
-            vector = (self.store._embed([text_for_vector])[0]
-                      if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
-        finally:
-            if fts_job is not None:
-                fts_job.result()
+            for level in levels:
+                found[level].update(self._fts(level, fts_text, wheres[level], k))
+        vector = (self._query_vector(text_for_vector)
+                  if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
         entity_ids = [*entities, *(i for i, t in entity_map.items() if t in entities)]
+        cosines: dict[tuple[str, str], float] = {}
+        bound: dict[str, float] = {}
         for level in levels:
             if vector is not None:
-                found[level].update(self._vector(level, vector, wheres[level], k))
+                near = self._vector(level, vector, wheres[level], k, cosines)
+                found[level].update(near)
+                if len(near) >= k:  # a row outside the k nearest is at most as similar as the k-th
+                    bound[level] = min(cosines[(level, i)] for i in near)
             if entities and level == "entities":
                 found[level].update({e: None for e in entities})
             elif entities:
                 clause = build_where(level, self.store.user_id, entity=entity_ids).split(" AND ", 1)[1]
                 where = " AND ".join(w for w in (wheres[level], clause) if w)
-                found[level].update(self._vector(level, vector, where, k) if vector is not None
+                found[level].update(self._vector(level, vector, where, k, cosines) if vector is not None
                                     else self._latest_ids(level, where, k, q.order))
             if filter_only or (vector is None and not fts_text):
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 found[level].update(self._latest_ids(level, wheres[level], k, q.order))
         candidates = {(level, r["id"]): r for level in levels for r in self._take(level, found[level])}
-        scored = [self._score(level, r, vector, q, names, entity_map) for (level, _), r in candidates.items()]
+        scored = [score_row(level, r, cosines.get(key, bound.get(level, 0.0)) if vector is not None else None, q,
+                            names, entity_map) for key, r in candidates.items() for level in (key[0],)]
         ranked = _order(scored, q)
         head = max(3 * (offset + limit), 30)  # near-duplicates only matter where a page can show them
         ranked = collapse(ranked[:head]) + ranked[head:]
         page = ranked[offset:offset + limit]
         return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
 
-    def _score(self, level: str, row: dict[str, Any], vector: np.ndarray | None, q: Understood,
-               names: dict[str, list[str]], entity_map: dict[str, str]) -> Scored:
-        cosine = None
-        if vector is not None and row.get("vector") is not None:
-            cosine = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
-        return score_row(level, row, cosine, q, names, entity_map)
+    def _query_vector(self, text: str) -> np.ndarray:
+        """The query's embedding; an agent often repeats a query over levels and pages, so recent ones are kept."""
+        vector = self._vectors.pop(text, None)
+        if vector is None:
+            vector = self.store._embed([text])[0]
+        self._vectors[text] = vector
+        while len(self._vectors) > QUERY_CACHE:
+            self._vectors.pop(next(iter(self._vectors)))
+        return vector
 
     def _single_user(self, level: str) -> bool:
         cached = self._single.get(level)
@@ -221,12 +220,17 @@ class Retriever:
             logger.info("full-text query %r rejected; using vector search only", text)
             return {}
 
-    def _vector(self, level: str, vector: np.ndarray, where: str, k: int) -> dict[str, int | None]:
+    def _vector(self, level: str, vector: np.ndarray, where: str, k: int,
+                cosines: dict[tuple[str, str], float]) -> dict[str, int | None]:
+        """The ``k`` nearest rows (ids → row ids); their exact cosine similarities go into ``cosines``."""
         query = (self.store._table(level).search(vector, vector_column_name="vector").distance_type("cosine")
-                 .nprobes(NPROBES).with_row_id(True))
+                 .nprobes(NPROBES).refine_factor(1).with_row_id(True))
         if where:
             query = query.where(where, prefilter=True)
-        return {r["id"]: r["_rowid"] for r in query.select(["id", "_distance"]).limit(k).to_list()}
+        rows = query.select(["id", "_distance"]).limit(k).to_list()
+        for r in rows:
+            cosines[(level, r["id"])] = 1.0 - float(r["_distance"])
+        return {r["id"]: r["_rowid"] for r in rows}
 
     def _latest_ids(self, level: str, where: str, k: int, order_by: str | None = None) -> dict[str, int | None]:
         order = _WALL.get(level)
@@ -245,7 +249,7 @@ class Retriever:
         if not found:
             return []
         table = self.store._table(level)
-        cols = [*_COLUMNS[level], "vector"]
+        cols = _COLUMNS[level]
         rows: list[dict[str, Any]] = []
         by_rowid = sorted({rid for rid in found.values() if rid is not None})
         if by_rowid:
