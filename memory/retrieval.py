@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 VOCAB_TTL_S = 2.0
 #: candidates fetched per query and way, relative to the page asked for
 POOL_FACTOR = 1.0
-MIN_POOL = 10
+MIN_POOL = 12
 #: IVF partitions probed per vector query (candidates are re-scored exactly, so a coarse probe suffices)
 NPROBES = 12
 #: query embeddings kept (least recently used dropped first)
@@ -138,7 +138,7 @@ class Retriever:
         filter_ids = [*explicit, *sorted(alias_ids)] or None
         k = max(MIN_POOL, int(POOL_FACTOR * (limit + offset)))
         text_for_vector = q.text.strip() or query.strip()
-        fts_text = " ".join(q.terms)
+        fts_text = " ".join([*q.terms, *_expansion(q)])
         wheres: dict[str, str] = {}
         for level in levels:
             where = build_where(level, self.store.user_id, cameras[0] if len(cameras) == 1 else None, filter_ids,
@@ -264,6 +264,19 @@ class Retriever:
                 where = f"user_id = {sql_literal(self.store.user_id)} AND {where}"
             rows += table.search().where(where).select(cols).limit(None).to_list()
         return rows
+
+
+_COUNT_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
+
+def _expansion(q: Understood) -> list[str]:
+    """Words that rows answering the question's counts and objects contain (full-text candidates only)."""
+    extra = [w for labels in q.labels.values() for label in labels for w in label.split() if w != "person"]
+    if q.people is not None:
+        lo, hi = q.people
+        extra += ["group", "people"] if lo >= 3 else [_COUNT_WORDS[lo] if lo < 10 else str(lo),
+                                                      "person" if lo == 1 else "people"]
+    return list(dict.fromkeys(extra))
 
 
 def _order(scored: list[Scored], q: Understood) -> list[Scored]:
