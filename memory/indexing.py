@@ -109,6 +109,20 @@ def table_index_state(table: Any) -> IndexState:
 SCALAR_INDEXES: tuple[tuple[str, type], ...] = (("id", BTree), ("user_id", Bitmap), ("camera_id", Bitmap))
 
 
+def _committed(name: str, action: Callable[[], object], lock: threading.Lock) -> bool:
+    """Run an index/compaction commit; False when a concurrent write committed first (writers always
+    win; the next pass retries)."""
+    with lock:
+        try:
+            action()
+        except RuntimeError as exc:
+            if "commit conflict" not in str(exc):
+                raise
+            logger.info("index maintenance of %s yielded to a concurrent write; retrying later", name)
+            return False
+    return True
+
+
 @dataclass
 class _Pending:
     since: float | None = None
@@ -173,6 +187,9 @@ class IndexMaintainer:
                 self.run_once()
             except Exception:  # the worker's top loop: log and keep maintaining
                 logger.exception("index maintenance pass failed")
+            # at most one pass per interval, however often writers poke: maintenance stays a small,
+            # steady share of the CPU next to ingestion
+            self._stop.wait(self.policy.check_every_s)
 
     def run_once(self, force: bool = False) -> dict[str, IndexState]:
         """One pass over every table: build, retrain or refresh what the policy asks for.
@@ -199,23 +216,25 @@ class IndexMaintainer:
         for name, table in self.tables().items():
             if self._stop.is_set() and not force:
                 break
-            state = table_index_state(table)
             pending = self._pending.setdefault(name, _Pending())
+            if pending.since is None and not force:
+                continue  # not written since it was last brought up to date
+            state = table_index_state(table)
             search = name in self.searchable
             if search and not state.fts:
                 ensure_fts(table)
             if state.rows >= self.policy.scalar_min_rows:
                 names = set(table.schema.names)
                 for column, kind in SCALAR_INDEXES:
-                    if column in names and column not in state.scalar:
-                        with self.lock:
-                            table.create_index(column, config=kind(), replace=True)
+                    if column in names and column not in state.scalar and _committed(
+                            name, lambda: table.create_index(column, config=kind(), replace=True), self.lock):
                         logger.info("%s index on %s.%s built", kind.__name__, name, column)
             grown = pending.trained_rows and state.rows >= self.policy.retrain_growth * pending.trained_rows
             if search and state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
                 t0 = time.perf_counter()
-                with self.lock:
-                    table.create_index("vector", config=vector_config(state.rows), replace=True)
+                if not _committed(name, lambda: table.create_index("vector", config=vector_config(state.rows),
+                                                                   replace=True), self.lock):
+                    continue
                 pending.trained_rows = state.rows
                 self.builds += 1
                 logger.info("vector index of %s built over %d rows in %.1f s", name, state.rows,
@@ -227,16 +246,12 @@ class IndexMaintainer:
             # tables without indexes still gather one fragment per write: compact them on the same schedule
             stale = state.unindexed if search else (pending.since is not None and (force or overdue))
             if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
-                with self.lock:
-                    try:
-                        table.optimize()
-                    except Exception:  # a concurrent writer may win the commit; retried next pass
-                        logger.exception("optimize of %s failed", name)
-                        continue
+                if not _committed(name, table.optimize, self.lock):
+                    continue
                 self.optimizes += 1
                 pending.since = None
                 state = table_index_state(table)
-            elif search and not state.unindexed:
+            elif not state.unindexed and (search or force):
                 pending.since = None
             state.vector_trained_rows = pending.trained_rows
             states[name] = state
