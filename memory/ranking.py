@@ -59,6 +59,8 @@ class Scored:
     score: float
     why: list[Match] = field(default_factory=list)
     collapsed: list[str] = field(default_factory=list)
+    #: raw cosine similarity; orders hits whose scores tie (e.g. both past the similarity ceiling)
+    cosine: float = 0.0
 
 
 def row_fields(level: str, row: dict[str, Any], names: dict[str, list[str]]) -> dict[str, str]:
@@ -179,7 +181,7 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
         score = sum(w * v for w, v in parts) / sum(w for w, _ in parts)
     if level == "facts":  # importance participates in ranking of facts
         score *= 0.5 + 0.5 * float(row.get("importance") or 0.0)
-    return Scored(level=level, row=row, score=round(float(score), 4), why=why)
+    return Scored(level=level, row=row, score=round(float(score), 4), why=why, cosine=cosine or 0.0)
 
 
 def _signature(row: dict[str, Any]) -> set[str]:

@@ -281,7 +281,7 @@ def _expansion(q: Understood) -> list[str]:
 
 def _order(scored: list[Scored], q: Understood) -> list[Scored]:
     """Best score first; for "the first/last time", the earliest/latest of the relevant hits first."""
-    scored.sort(key=lambda s: (-s.score, -(s.row.get("wall_start") or 0), s.row["id"]))
+    scored.sort(key=lambda s: (-s.score, -s.cosine, -(s.row.get("wall_start") or 0), s.row["id"]))
     if q.order is None or not scored:
         return scored
     top = scored[0].score
