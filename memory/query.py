@@ -29,7 +29,8 @@ from datetime import date, datetime, time as dtime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["EntityName", "TimeRange", "Understood", "Vocabulary", "content_words", "stem", "understand"]
+__all__ = ["EntityName", "TimeRange", "Understood", "Vocabulary", "content_terms", "content_words", "stem",
+           "understand"]
 
 #: words that carry no content for matching (questions, articles, fillers)
 STOP = frozenset("""a an the and or but of to in on at by for with from into onto about as is are was were be been being
@@ -117,7 +118,8 @@ def words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=8192)
-def _content(text: str) -> tuple[str, ...]:
+def content_terms(text: str) -> tuple[str, ...]:
+    """:func:`content_words` as a cached tuple (ranking tokenises the same row texts again and again)."""
     out: dict[str, None] = {}
     for w in _WORD.findall(text.lower()):
         w = _clean(w)
@@ -128,7 +130,7 @@ def _content(text: str) -> tuple[str, ...]:
 
 def content_words(text: str) -> list[str]:
     """The stemmed content words of ``text`` (stop words dropped), in order, without repeats."""
-    return list(_content(text))
+    return list(content_terms(text))
 
 
 @dataclass(frozen=True)

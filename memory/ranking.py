@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .models import Match
-from .query import Understood, _content, content_words
+from .query import Understood, content_terms
 
 __all__ = ["Scored", "collapse", "people_count", "row_fields", "score_row"]
 
@@ -141,7 +141,7 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
             parts.append((W_FOCUS, len([e for e in shown if e in people]) / (len(people) + _unidentified(row))))
     if q.terms:
         fields = row_fields(level, row, names)
-        per_field = {f: set(_content(t)) for f, t in fields.items()}
+        per_field = {f: set(content_terms(t)) for f, t in fields.items()}
         found: dict[str, list[str]] = {}
         total = 0.0
         wanted = _INTENT_FIELD.get(q.intent or "")
@@ -185,7 +185,7 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
 
 
 def _signature(row: dict[str, Any]) -> set[str]:
-    return set(_content(_TIMESTAMP.sub(" ", row.get("text") or "")))
+    return set(content_terms(_TIMESTAMP.sub(" ", row.get("text") or "")))
 
 
 def collapse(ranked: list[Scored], threshold: float = 0.75) -> list[Scored]:

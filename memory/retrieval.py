@@ -183,8 +183,8 @@ class Retriever:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 found[level].update(self._latest_ids(level, wheres[level], k, q.order))
         candidates = {(level, r["id"]): r for level in levels for r in self._take(level, found[level])}
-        scored = [score_row(level, r, cosines.get(key, bound.get(level, 0.0)) if vector is not None else None, q,
-                            names, entity_map) for key, r in candidates.items() for level in (key[0],)]
+        scored = [score_row(level, row, cosines.get((level, i), bound.get(level, 0.0)) if vector is not None else None,
+                            q, names, entity_map) for (level, i), row in candidates.items()]
         ranked = _order(scored, q)
         head = max(3 * (offset + limit), 30)  # near-duplicates only matter where a page can show them
         ranked = collapse(ranked[:head]) + ranked[head:]

@@ -57,8 +57,8 @@ from .models import (
     Trace,
     stable_id,
 )
-from .schema import META_TABLE, SEARCHABLE, meta_schema, table_schemas
 from .retrieval import Retriever, SearchOutcome
+from .schema import META_TABLE, SEARCHABLE, meta_schema, table_schemas
 from .search import SearchMode, sql_in, sql_literal
 
 logger = logging.getLogger(__name__)
