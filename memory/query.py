@@ -286,7 +286,8 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
             day = day or today - timedelta(days=1)
         hours = _PERIODS[word]
         label.append(m.group(0).strip())
-    if m := cut.take(r" (?:at|around|about|after|before|since) (?P<h>\d{1,2})(?: (?P<m>\d{2}))? ?(?P<ap>am|pm|a m|p m)? "):
+    if m := cut.take(r" (?:at|around|about|after|before|since) (?P<h>\d{1,2})(?: (?P<m>\d{2}))?"
+                     r" ?(?P<ap>am|pm|a m|p m)? "):
         clock = _clock(m)
         if clock is None:
             out.notes.append(f"could not read the time {m.group(0).strip()!r}; not filtering by time of day")
@@ -306,7 +307,8 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
         start, end = _day_window(day or today, tz, hours or (0, 24))
         out.time = TimeRange(start, end, " ".join(label))
         return
-    if m := cut.take(r" (?:in the |during the |within the )?(?:last|past) (\d+|few|couple of) ?(minute|hour|day|week)s? "):
+    if m := cut.take(r" (?:in the |during the |within the )?(?:last|past) (\d+|few|couple of)"
+                     r" ?(minute|hour|day|week)s? "):
         n = int(m.group(1)) if m.group(1).isdigit() else 3
         span = timedelta(**{m.group(2) + "s": n})
         out.time = TimeRange((now - span).timestamp(), now.timestamp(), m.group(0).strip())

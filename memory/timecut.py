@@ -126,7 +126,8 @@ class TimeCut:
         if level in _TIMED:
             return self.store.search(query, level=level, camera=camera, entity=entity, start=start, end=end,
                                      limit=limit, until=self.until)  # type: ignore[arg-type]
-        pool = self.store.search(query, level=level, camera=camera, entity=entity, limit=limit * 4)  # type: ignore[arg-type]
+        pool = self.store.search(query, level=level, camera=camera, entity=entity,  # type: ignore[arg-type]
+                                 limit=limit * 4)
         hits: list[SearchHit] = []
         for hit in pool:
             if level == "entities":

@@ -26,8 +26,9 @@ def test_search_at_every_level_returns_only_what_existed_by_the_cut(cut: tuple[T
 
 def test_the_uncut_store_does_hold_the_future_rows(store: MemoryStore) -> None:
     ids = populate_timeline(store)
+    query = "Alice Bob kitchen red car brother"
     found = {h.id for level in ("traces", "schemas", "facts", "entities")
-             for h in store.search("Alice Bob kitchen red car brother", level=level, limit=10)}  # type: ignore[arg-type]
+             for h in store.search(query, level=level, limit=10)}  # type: ignore[arg-type]
     assert found & ids["future"]
 
 
