@@ -79,7 +79,7 @@ def ensure_fts(table: Any) -> None:
 
 
 def vector_config(rows: int) -> IvfPq:
-    """IVF_PQ for ``rows`` rows: about 4k rows per partition, 8-d sub-vectors (48 for 384-d)."""
+    """IVF_PQ for ``rows`` rows: about 4k rows per partition (LanceDB picks the sub-vectors: dim / 16)."""
     partitions = max(16, min(4096, rows // 4096))
     return IvfPq(distance_type="cosine", num_partitions=partitions)
 
