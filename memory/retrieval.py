@@ -40,6 +40,8 @@ POOL_FACTOR = 1.0
 MIN_POOL = 12
 #: IVF partitions probed per vector query (candidates are re-scored exactly, so a coarse probe suffices)
 NPROBES = 12
+#: candidates read beyond the page (the final ranking may reorder the shortlist)
+SHORTLIST_SPARE = 4
 #: query embeddings kept (least recently used dropped first)
 QUERY_CACHE = 256
 
@@ -157,10 +159,11 @@ class Retriever:
             if level == "entities":
                 extra.append("merged_into IS NULL")
             wheres[level] = " AND ".join([w for w in [where, *extra] if w])
-        found: dict[str, dict[str, int | None]] = {level: {} for level in levels}  # id → row id
+        # per level and source, candidate ids in rank order (id → row id)
+        found: dict[str, dict[str, dict[str, int | None]]] = {level: {} for level in levels}
         if mode is not SearchMode.VECTOR and fts_text and not filter_only:
             for level in levels:
-                found[level].update(self._fts(level, fts_text, wheres[level], k))
+                found[level]["words"] = self._fts(level, fts_text, wheres[level], k)
         vector = (self._query_vector(text_for_vector)
                   if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
         entity_ids = [*entities, *(i for i, t in entity_map.items() if t in entities)]
@@ -169,20 +172,21 @@ class Retriever:
         for level in levels:
             if vector is not None:
                 near = self._vector(level, vector, wheres[level], k, cosines)
-                found[level].update(near)
+                found[level]["meaning"] = near
                 if len(near) >= k:  # a row outside the k nearest is at most as similar as the k-th
                     bound[level] = min(cosines[(level, i)] for i in near)
             if entities and level == "entities":
-                found[level].update({e: None for e in entities})
+                found[level]["entities"] = {e: None for e in entities}
             elif entities:
                 clause = build_where(level, self.store.user_id, entity=entity_ids).split(" AND ", 1)[1]
                 where = " AND ".join(w for w in (wheres[level], clause) if w)
-                found[level].update(self._vector(level, vector, where, k, cosines) if vector is not None
-                                    else self._latest_ids(level, where, k, q.order))
+                found[level]["entities"] = (self._vector(level, vector, where, k, cosines) if vector is not None
+                                            else self._latest_ids(level, where, k, q.order))
             if filter_only or (vector is None and not fts_text):
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
-                found[level].update(self._latest_ids(level, wheres[level], k, q.order))
-        candidates = {(level, r["id"]): r for level in levels for r in self._take(level, found[level])}
+                found[level]["filters"] = self._latest_ids(level, wheres[level], k, q.order)
+        candidates = {(level, r["id"]): r for level in levels
+                      for r in self._take(level, _shortlist(found[level], limit + offset + SHORTLIST_SPARE))}
         scored = [score_row(level, row, cosines.get((level, i), bound.get(level, 0.0)) if vector is not None else None,
                             q, names, entity_map) for (level, i), row in candidates.items()]
         ranked = _order(scored, q)
@@ -264,6 +268,27 @@ class Retriever:
                 where = f"user_id = {sql_literal(self.store.user_id)} AND {where}"
             rows += table.search().where(where).select(cols).limit(None).to_list()
         return rows
+
+
+def _shortlist(sources: dict[str, dict[str, int | None]], n: int) -> dict[str, int | None]:
+    """The ``n`` candidates worth reading in full: rows showing a named entity first, then the best of
+    both rankings taken in turn (full-text rank 1, meaning rank 1, full-text rank 2, …).
+
+    Reading a row costs far more than ranking it, and the final score rarely lifts a row from the
+    bottom of both rankings into a page; so the tails are not read.
+    """
+    out: dict[str, int | None] = {}
+    for key in ("entities", "filters"):
+        for i, rid in sources.get(key, {}).items():
+            if len(out) >= n and key != "entities":
+                break
+            out.setdefault(i, rid)
+    lists = [list(sources.get(key, {}).items()) for key in ("words", "meaning")]
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for ranked in lists:
+            if rank < len(ranked) and len(out) < n:
+                out.setdefault(*ranked[rank])
+    return out
 
 
 _COUNT_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
