@@ -126,6 +126,9 @@ class MiniLMEmbedder:
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
+            # idle pool threads sleep instead of spinning: on two cores a spinning thread takes the CPU
+            # the search (or the ingest pipeline) needs next
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             try:
                 return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             except Exception as exc:  # onnxruntime raises its own exception types
