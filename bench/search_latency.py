@@ -21,14 +21,18 @@ Measured paths (each over ``--queries`` distinct queries after 5 warm-ups):
   argument validation, query understanding, embedding, both searches, fusion, explanations and the
   structured result, i.e. what a host pays per call.
 
-Writes a markdown table to stdout; progress goes to stderr through logging.
+Writes a markdown table to stdout (with CPU ms per query, all threads, and the load average: on a
+shared machine other processes' load shows in the wall-clock percentiles, not in the CPU column);
+progress goes to stderr through logging.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -175,20 +179,27 @@ def open_bench_store(path: Path, size: int, seed: int) -> MemoryStore:
     return store
 
 
-def measure_store(store: MemoryStore, qs: list[str], mode: str) -> list[float]:
-    """Latencies (ms) of ``store.search`` over ``qs``."""
+def cpu_seconds() -> float:
+    """CPU time of this process so far (all threads, user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_store(store: MemoryStore, qs: list[str], mode: str) -> tuple[list[float], float]:
+    """Latencies (ms) of ``store.search`` over ``qs``, and CPU ms per query."""
     for q in qs[:5]:
         store.search(q, mode=mode, limit=10)
     times = []
+    c0 = cpu_seconds()
     for q in qs:
         t0 = time.perf_counter()
         store.search(q, mode=mode, limit=10)
         times.append((time.perf_counter() - t0) * 1000)
-    return times
+    return times, (cpu_seconds() - c0) * 1000 / len(qs)
 
 
-def measure_mcp(path: Path, qs: list[str]) -> list[float]:
-    """Latencies (ms) of ``memory_search`` through the in-memory MCP client."""
+def measure_mcp(path: Path, qs: list[str]) -> tuple[list[float], float]:
+    """Latencies (ms) of ``memory_search`` through the in-memory MCP client, and CPU ms per query."""
     from mcp import Client
 
     from plugin.manifest import Manifest
@@ -197,18 +208,20 @@ def measure_mcp(path: Path, qs: list[str]) -> list[float]:
     manifest = Manifest.model_validate({"user_id": USER, "memory": {"uri": str(path), "embedder": {"type": "minilm"}},
                                         "perception": {"level": "light"}, "semantic": {"enabled": False}})
 
-    async def run() -> list[float]:
+    async def run() -> tuple[list[float], float]:
         times = []
         async with Client(create_server(manifest)) as client:
             for q in qs[:5]:
                 await client.call_tool("memory_search", {"query": q, "limit": 10})
+            c0 = cpu_seconds()
             for q in qs:
                 t0 = time.perf_counter()
                 result = await client.call_tool("memory_search", {"query": q, "limit": 10})
                 times.append((time.perf_counter() - t0) * 1000)
                 if result.is_error:
                     raise SystemExit(f"memory_search failed for {q!r}: {result.content}")
-        return times
+            cpu = (cpu_seconds() - c0) * 1000 / len(qs)
+        return times, cpu
 
     return anyio.run(run)
 
@@ -225,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     qs = queries(args.queries, args.seed)
-    lines = ["| traces | path | mode | p50 ms | p95 ms | p99 ms |", "|---:|---|---|---:|---:|---:|"]
+    lines = ["| traces | path | mode | p50 ms | p95 ms | p99 ms | CPU ms/query |", "|---:|---|---|---:|---:|---:|---:|"]
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="rw-bench-") as tmp:
         root = args.dir or Path(tmp)
         for size in sizes:
@@ -233,15 +247,20 @@ def main(argv: list[str] | None = None) -> int:
             store = open_bench_store(path, size, args.seed)
             try:
                 for mode in [m for m in args.modes.split(",") if m]:
-                    p = percentiles(measure_store(store, qs, mode))
-                    lines.append(f"| {size} | store | {mode} | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} |")
+                    times, cpu = measure_store(store, qs, mode)
+                    p = percentiles(times)
+                    lines.append(f"| {size} | store | {mode} | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} | {cpu:.1f} |")
                     logger.info(lines[-1])
             finally:
                 store.close()
             if not args.no_mcp:
-                p = percentiles(measure_mcp(path, qs))
-                lines.append(f"| {size} | mcp memory_search | hybrid | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} |")
+                times, cpu = measure_mcp(path, qs)
+                p = percentiles(times)
+                lines.append(f"| {size} | mcp memory_search | hybrid | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} "
+                             f"| {cpu:.1f} |")
                 logger.info(lines[-1])
+    lines.append(f"\nload average (1 min) {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
+                 f"{os.cpu_count()} CPUs")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
