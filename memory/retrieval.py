@@ -137,6 +137,7 @@ class Retriever:
         entities = list(q.entities) if q.entities else []
         explicit = [entity] if isinstance(entity, str) else list(entity or [])
         explicit = [entity_map.get(e, e) for e in explicit]
+        q.notes += [f"no entity has the id {e!r}; call entity_list for ids" for e in explicit if e not in names]
         alias_ids = {i for i, t in entity_map.items() if t in explicit}
         filter_ids = [*explicit, *sorted(alias_ids)] or None
         k = max(MIN_POOL, int(POOL_FACTOR * (limit + offset)))

@@ -108,10 +108,12 @@ def test_near_identical_neighbouring_segments_are_folded_into_one_hit(store: Mem
     assert len(hits[0].collapsed) == 2 and hits[0].id not in hits[0].collapsed
 
 
-def test_entity_filter_follows_merges(filled: MemoryStore) -> None:
+def test_entity_filter_follows_merges_and_names_an_unknown_id(filled: MemoryStore) -> None:
     merge_entities(filled, "person_0001", "person_0002")
     hits = filled.search("kettle", entity="person_0001", limit=5)
     assert hits and all("person_0002" in h.entity_ids for h in hits)
+    unknown = filled.find("kettle", entity="person_0099")
+    assert unknown.hits == [] and "no entity has the id 'person_0099'" in unknown.understood.notes[0]
 
 
 def test_a_paraphrase_of_what_was_said_finds_the_recording_with_the_real_embedder(tmp_path: Path) -> None:
