@@ -109,8 +109,6 @@ class Retriever:
             for r in rows:
                 target = final(r["id"])
                 own = [n for n in [r.get("name"), *(r.get("aliases") or [])] if n]
-                if target != r["id"] and not own:
-                    own = []
                 names.setdefault(target, [])
                 for n in own:
                     if n not in names[target]:
