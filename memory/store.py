@@ -161,6 +161,8 @@ class MemoryStore:
         if self.auto_index:
             self._maintainer = IndexMaintainer(lambda: dict(self._tables), policy=self.index_policy,
                                                searchable=frozenset(SEARCHABLE))
+            for name in SEARCHABLE:  # indexes another process's writes left unbuilt are caught up
+                self._maintainer.poke(name)
             self._maintainer.start()
         logger.info("opened memory store %s (schema v%d, %s %d-d, user %s)", self.uri, version,
                     self.embedder.name, self.embedder.dim, self.user_id)
