@@ -14,7 +14,7 @@ trace's vector is the normalised weighted sum of its components' vectors plus no
 embedded by the real MiniLM at query time, land where real queries would. Queries are new
 combinations of the same words, phrased as questions ("what did Maya say about the garden").
 
-Measured paths (each over ``--queries`` distinct queries after 5 warm-ups):
+Measured paths (each over ``--queries`` distinct queries of its own, after 5 warm-ups):
 
 * ``store`` — ``MemoryStore.search(query, mode=…)`` in process, for ``vector``, ``fts`` and ``hybrid``;
 * ``mcp`` — ``memory_search`` called through the in-memory MCP ``Client(create_server(manifest))``:
@@ -237,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    qs = queries(args.queries, args.seed)
+    # every measured path gets questions of its own, so none is answered from another's caches
+    modes = [m for m in args.modes.split(",") if m]
+    pool = queries(args.queries * (len(modes) + 1), args.seed)
+    sets = {name: pool[n * args.queries:(n + 1) * args.queries] for n, name in enumerate([*modes, "mcp"])}
     lines = ["| traces | path | mode | p50 ms | p95 ms | p99 ms | CPU ms/query |", "|---:|---|---|---:|---:|---:|---:|"]
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="rw-bench-") as tmp:
@@ -246,15 +249,15 @@ def main(argv: list[str] | None = None) -> int:
             path = root / f"store_{size}"
             store = open_bench_store(path, size, args.seed)
             try:
-                for mode in [m for m in args.modes.split(",") if m]:
-                    times, cpu = measure_store(store, qs, mode)
+                for mode in modes:
+                    times, cpu = measure_store(store, sets[mode], mode)
                     p = percentiles(times)
                     lines.append(f"| {size} | store | {mode} | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} | {cpu:.1f} |")
                     logger.info(lines[-1])
             finally:
                 store.close()
             if not args.no_mcp:
-                times, cpu = measure_mcp(path, qs)
+                times, cpu = measure_mcp(path, sets["mcp"])
                 p = percentiles(times)
                 lines.append(f"| {size} | mcp memory_search | hybrid | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} "
                              f"| {cpu:.1f} |")
