@@ -27,12 +27,12 @@ from pathlib import Path
 import av
 import numpy as np
 
-from memory import HashEmbedder, MemoryStore
-from perception.gateway import Gateway
-from perception.ingest import ingest_file, ingest_live
-from perception.sources import AudioIn, Source, VideoIn
+from memory import HashEmbedder
+from perception.drivers.ingest import ingest_live
+from perception.media.gateway import Gateway
+from perception.media.sources import AudioIn, Source, VideoIn
+from plugin.engine import Engine, Overrides
 from plugin.manifest import Manifest
-from plugin.server import ingest_settings
 
 COLOURS = [(40, 40, 200), (200, 60, 30), (30, 180, 40), (200, 200, 40), (160, 40, 160)]
 
@@ -98,31 +98,35 @@ class GeneratedStream(Source):
             yield VideoIn(t, frames[int(t / 7) % len(frames)])
 
 
+def engine(tmp: str, level: str, **hooks: object) -> Engine:
+    """The engine ``reflectworld ingest`` builds for the default manifest at ``level`` (hash embedder, temp store)."""
+    manifest = Manifest.model_validate({"memory": {"uri": tmp}, "perception": {"level": level}})
+    return Engine.from_manifest(manifest, Overrides(embedder=HashEmbedder(64), **hooks))  # type: ignore[arg-type]
+
+
 def throughput(clip: Path, level: str, seconds: float, warm: Path) -> dict[str, float | int | str]:
     # light: gateway + segmentation + key frames + describer + store (no model); full: every model
-    settings = ingest_settings(Manifest.model_validate({"perception": {"level": level}}))
-    with tempfile.TemporaryDirectory() as tmp, MemoryStore(tmp, HashEmbedder(64)) as store:
-        ingest_file(warm, store, settings)  # load the models outside the timed run
+    with tempfile.TemporaryDirectory() as tmp, engine(tmp, level) as eng:
+        eng.ingest_file(warm)  # load the models outside the timed run
         started = time.perf_counter()
-        report = ingest_file(clip, store, settings)
+        report = eng.ingest_file(clip)
         wall = time.perf_counter() - started
     return {"level": level, "media_s": seconds, "wall_s": round(wall, 2), "segments": report.segments_written,
-            "media_s_per_wall_s": round(seconds / wall, 2), "sample_fps": settings.sample_fps}
+            "media_s_per_wall_s": round(seconds / wall, 2), "sample_fps": eng.settings.sample_fps}
 
 
 def stream_rss(minutes: float) -> dict[str, float | int]:
-    settings = ingest_settings(Manifest.model_validate({"perception": {"level": "light"}}))
     marks: dict[str, tuple[float, float]] = {}
-    with tempfile.TemporaryDirectory() as tmp, MemoryStore(tmp, HashEmbedder(64)) as store:
-        gateway = Gateway(GeneratedStream(minutes * 60), settings.sample_fps).start()
 
-        def on_commit(write: object) -> None:
-            t_end = write.trace.t_end  # type: ignore[attr-defined]
-            if "1min" not in marks and t_end >= 60:
-                marks["1min"] = rss_mb()
+    def on_commit(write: object) -> None:
+        t_end = write.trace.t_end  # type: ignore[attr-defined]
+        if "1min" not in marks and t_end >= 60:
+            marks["1min"] = rss_mb()
 
+    with tempfile.TemporaryDirectory() as tmp, engine(tmp, "light", on_commit=on_commit) as eng:
+        gateway = Gateway(GeneratedStream(minutes * 60), eng.settings.sample_fps).start()
         started = time.perf_counter()
-        written = ingest_live(gateway, store, settings, "bench", on_commit=on_commit, final=True)
+        written = ingest_live(gateway, eng.pipeline, "bench", final=True)
         wall = time.perf_counter() - started
         gateway.stop()
         end = rss_mb()

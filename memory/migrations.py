@@ -83,16 +83,22 @@ def procedural_memory(ctx: MigrationContext) -> None:
 
 @migration(3)
 def identity_decisions(ctx: MigrationContext) -> None:
-    """Add the ``identity_decisions`` table (why an entity got each sighting; issue 4)."""
+    """Add the ``identity_decisions`` table (why an entity got each sighting)."""
     ctx.db.create_table("identity_decisions", schema=table_schemas(ctx.dim)["identity_decisions"], exist_ok=True)
 
 
 @migration(4)
 def semantic_memory(ctx: MigrationContext) -> None:
-    """Fact provenance and camera-context columns, and the ``semantic_state`` counters (issue 6)."""
+    """Fact provenance and camera-context columns, and the ``semantic_state`` counters."""
     for name, columns in (("facts", FACT_V4_COLUMNS), ("camera_context", CAMERA_CONTEXT_V4_COLUMNS)):
         table = ctx.db.open_table(name)
         missing = [pa.field(col, kind) for col, kind in columns if col not in table.schema.names]
         if missing:
             table.add_columns(pa.schema(missing))
     ctx.db.create_table("semantic_state", schema=table_schemas(ctx.dim)["semantic_state"], exist_ok=True)
+
+
+@migration(5)
+def id_allocation(ctx: MigrationContext) -> None:
+    """Add the ``id_alloc`` table: atomic entity-id counters and claims shared by every writer."""
+    ctx.db.create_table("id_alloc", schema=table_schemas(ctx.dim)["id_alloc"], exist_ok=True)

@@ -175,6 +175,13 @@ class Fact(Record):
     updated_at: float = 0.0
 
 
+class VLMRuleSignal(Record):
+    """A rule the VLM judged matched by a segment (evidence for the notification resolver)."""
+
+    rule: str = Field(description="the rule text, as given in the prompt")
+    evidence: str = ""
+
+
 class SegmentWrite(Record):
     """Everything one segment commits, written idempotently by ``MemoryStore.write_segment``."""
 
@@ -190,6 +197,11 @@ class SegmentWrite(Record):
     decisions: list[IdentityDecision] = Field(default_factory=list, description="identity decisions of the segment")
     source_size: int | None = None
     source_mtime: float | None = None
+    people: int = Field(0, ge=0, description="most people seen at once: identified, unidentified faces or person "
+                        "boxes (not stored)")
+    enrichment: bool = Field(False, description="a live_latency second write: VLM text and signals onto the same ids")
+    vlm_signals: list[VLMRuleSignal] = Field(default_factory=list, description="the VLM's matched rules (not stored)")
+    risk: str = Field("none", description="the VLM's risk level for the segment (not stored)")
 
 
 class IngestState(Record):

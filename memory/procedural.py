@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,8 +31,10 @@ from .search import sql_literal
 from .store import MemoryStore
 
 __all__ = [
+    "NOTIFICATIONS_URI",
     "SEVERITIES",
     "Decision",
+    "Notification",
     "NotificationRecord",
     "NotifyPolicy",
     "ProceduralMemory",
@@ -42,6 +44,7 @@ __all__ = [
     "Severity",
     "TimeWindow",
     "severity_rank",
+    "to_notification",
 ]
 
 logger = logging.getLogger(__name__)
@@ -71,6 +74,10 @@ class TimeWindow(BaseModel):
 QuietHours = TimeWindow
 
 
+#: the MCP resource under which sent notifications are published
+NOTIFICATIONS_URI = "reflectworld://notifications"
+
+
 class RuleConditions(BaseModel):
     """Structured conditions evaluated locally on every committed segment; all given ones must hold.
 
@@ -81,22 +88,30 @@ class RuleConditions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    entities: list[str] = Field(default_factory=list, description="entity ids or names; '*' = anyone")
-    objects: list[str] = Field(default_factory=list, description="object classes, e.g. ['dog', 'couch']")
+    entities: list[str] = Field(default_factory=list, max_length=64, description="entity ids or names; '*' = anyone")
+    objects: list[str] = Field(default_factory=list, max_length=64, description="object classes, e.g. ['dog', 'couch']")
     objects_mode: Literal["any", "all"] = Field("any", description="any/all of `objects` must be present")
-    overlap: list[tuple[str, str]] = Field(default_factory=list,
+    overlap: list[tuple[str, str]] = Field(default_factory=list, max_length=32,
                                            description="label pairs whose boxes must overlap, e.g. [['dog','couch']]")
-    zone: list[tuple[float, float]] | None = Field(
-        None, description="polygon of normalised (x, y) points in [0, 1]; a matching box centre must lie inside")
+    zone: list[tuple[Annotated[float, Field(ge=0, le=1)], Annotated[float, Field(ge=0, le=1)]]] | None = Field(
+        None, min_length=3, max_length=64, description="polygon of normalised (x, y) points in [0, 1]; a matching box centre must lie inside")
     time_window: TimeWindow | None = Field(None, description="only at these local times")
     timezone: str | None = Field(None, description="IANA zone for time_window, e.g. Europe/Paris; default: local")
     absent_minutes: float | None = Field(
         None, gt=0, le=7 * 24 * 60, description="fires when none of `entities` was seen for this many minutes")
+    unknown_people: bool = Field(False, description="only people without a name (strangers) match `entities`")
+    said: list[str] = Field(default_factory=list, max_length=8,
+                            description="phrases, any of which must be in the segment's transcript")
+    text_read: list[str] = Field(default_factory=list, max_length=8,
+                                 description="phrases, any of which must be in the text read on screen")
+    understood: list[str] = Field(default_factory=list, description="how the rule's text was read (informational)")
+    needs_vlm: list[str] = Field(default_factory=list,
+                                 description="parts of the text only a VLM can judge (informational)")
 
     def is_empty(self) -> bool:
         """True when the rule has no locally evaluable condition (text only: for the VLM)."""
         return not (self.entities or self.objects or self.overlap or self.zone or self.time_window
-                    or self.absent_minutes)
+                    or self.absent_minutes or self.said or self.text_read)
 
 
 class Rule(Record):
@@ -163,13 +178,20 @@ class ProceduralMemory:
     # ------------------------------------------------------------------ rules
 
     def add_rule(self, text: str, camera_ids: list[str] | None = None, conditions: RuleConditions | None = None,
-                 severity: Severity = "info", cooldown_s: float = 300.0, enabled: bool = True) -> Rule:
-        """Store a rule (idempotent on text × cameras × conditions) and return it."""
+                 severity: Severity = "info", cooldown_s: float = 300.0, enabled: bool = True,
+                 key: tuple[list[str], RuleConditions] | None = None) -> Rule:
+        """Store a rule (idempotent on text × cameras × conditions) and return it.
+
+        ``key`` gives the cameras and conditions the id derives from when they differ from the stored
+        ones (a rule compiled from its text keeps one id however the compiler reads it over time).
+        """
         if not text.strip():
             raise ValueError("rule text is empty; describe what should be noticed, e.g. 'a person at the door'")
         cams = sorted(set(camera_ids or []))
         cond = conditions or RuleConditions()
-        rule_id = stable_id("rule_", self.store.user_id, text.strip(), ",".join(cams), cond.model_dump_json())
+        key_cams, key_cond = key if key is not None else (cams, cond)
+        rule_id = stable_id("rule_", self.store.user_id, text.strip(), ",".join(sorted(set(key_cams))),
+                            key_cond.model_dump_json())
         existing = self.get_rule(rule_id)
         rule = Rule(id=rule_id, text=text.strip(), conditions=cond, camera_ids=cams, severity=severity,
                     cooldown_s=cooldown_s, enabled=enabled,
@@ -292,3 +314,33 @@ def _notification_from_row(row: dict[str, Any]) -> NotificationRecord:
     data["channels"] = json.loads(row.get("channels_json") or "{}")
     data["payload"] = json.loads(row.get("payload_json") or "{}")
     return NotificationRecord.model_validate(data)
+
+
+class Notification(BaseModel):
+    """A sent notification, as channels and ``notify_poll`` see it."""
+
+    id: str = Field(description="ntf_… (stable: the idempotency key)")
+    seq: int = Field(description="cursor: pass the largest seen as `since` to notify_poll")
+    rule_id: str
+    rule_text: str
+    camera_id: str
+    entity_id: str = Field(description="dedup key: '*' for a rule's event, 'absent:…' for an absence, or the camera")
+    entities: list[str] = Field(default_factory=list, description="everyone involved (entity ids)")
+    severity: str
+    message: str
+    event_time: float = Field(description="wall-clock epoch seconds of the event")
+    t_start: float = Field(0.0, description="media seconds within the source")
+    trace_id: str = ""
+    keyframe_id: str = Field("", description="open with memory_visual_evidence")
+    evidence: list[str] = Field(default_factory=list)
+    keyframe_jpeg_base64: str | None = Field(None, description="the key frame itself, when attached")
+
+
+def to_notification(rec: NotificationRecord, keyframe_b64: str | None = None) -> Notification:
+    """The channel/poll view of a sent decision."""
+    return Notification(id=rec.id, seq=rec.seq, rule_id=rec.rule_id, rule_text=str(rec.payload.get("rule_text", "")),
+                        camera_id=rec.camera_id, entity_id=rec.entity_id,
+                        entities=list(rec.payload.get("entities") or []), severity=rec.severity, message=rec.message,
+                        event_time=rec.event_time, t_start=float(rec.payload.get("t_start") or 0.0),
+                        trace_id=rec.trace_id, keyframe_id=rec.keyframe_id,
+                        evidence=list(rec.payload.get("evidence") or []), keyframe_jpeg_base64=keyframe_b64)

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -24,16 +25,16 @@ from typing import Any
 import anyio
 
 from plugin.errors import ManifestError, PluginError
+from plugin.cli_checks import ingest_path, require_store
+from plugin.reporting import ingest_status
 
 __all__ = ["main"]
 
 logger = logging.getLogger("reflectworld")
 
 DEMO_CLIP = "short_hamilton_clip.mp4"
-#: seconds `ingest` waits for the semantic runner to finish its queue before exiting
-SEMANTIC_DRAIN_S = 120.0
-#: seconds `ingest` waits for queued webhook/OpenClaw/ntfy deliveries before exiting
-NOTIFY_DRAIN_S = 60.0
+#: seconds `ingest`, `demo` and `run` wait for queued semantic work and deliveries before exiting
+DRAIN_S = 120.0
 
 
 def _out(text: str = "") -> None:
@@ -72,20 +73,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from plugin.engine import Overrides
     from plugin.http import parse_bind, serve_http
     from plugin.server import create_server
 
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
-    server = create_server(manifest)
     if args.http is None:
         logger.info("serving MCP over stdio")
-        server.run()
+        create_server(manifest).run()
         return 0
     cfg = manifest.server.http
     host, port = parse_bind(args.http, cfg.port) if args.http else (cfg.host, cfg.port)
     token = cfg.token.get_secret_value() if cfg.token else None
-    anyio.run(serve_http, server, host, port, token or None)
+    server = create_server(manifest, Overrides(http=f"http://{host}:{port}/mcp"))
+    anyio.run(partial(serve_http, allowed_hosts=cfg.allowed_hosts, allowed_origins=cfg.allowed_origins,
+                      max_body_bytes=cfg.max_body_bytes), server, host, port, token or None)
     return 0
 
 
@@ -123,49 +126,28 @@ def _progress(name: str) -> Any:
     return report
 
 
-def _ingest(path: Path, manifest: Any, camera: str | None) -> Any:
-    from perception import ingest_file
-    from perception.context import PerceptionRuntime
-    from perception.scheduler import Scheduler
-    from plugin.notify import NotificationService, chain_commits
-    from plugin.semantic import runner_from_manifest
-    from plugin.server import build_vlm_stage, ingest_settings, open_store, rule_texts
+def _engine(manifest: Any) -> Any:
+    from plugin.engine import Engine
 
-    store = open_store(manifest)
-    semantic = runner_from_manifest(manifest, lambda: open_store(manifest))
-    if semantic is not None:
-        semantic.start()
-    notifications = NotificationService.for_manifest(store, manifest)  # rules → notifications
-    on_commit = chain_commits(semantic.on_commit if semantic else None, notifications.on_commit)
-    runtime = PerceptionRuntime(scheduler=Scheduler(manifest.perception.mode, manifest.perception.level))
-    vlm_stage = build_vlm_stage(manifest, runtime)
-    try:
-        with _Interrupt() as stop:
-            report = ingest_file(path, store, ingest_settings(manifest), camera_id=camera,
-                                 progress=_progress(path.name), on_commit=on_commit, stop=stop,
-                                 vlm_stage=vlm_stage, active_rules=rule_texts(notifications),
-                                 scheduler=runtime.scheduler)
-        if semantic is not None and report.done:
-            semantic.source_done(report.source, report.camera_id)
-        return store, report
-    except BaseException:
-        store.close()
-        raise
-    finally:
-        if semantic is not None:
-            semantic.stop(timeout=SEMANTIC_DRAIN_S)  # finish consolidation/chapters before exiting
-        notifications.close(drain_s=NOTIFY_DRAIN_S)  # deliver queued webhooks before exiting
-        if runtime.vlm is not None:
-            runtime.vlm.close()
+    return Engine.from_manifest(manifest).open()
+
+
+def _ingest(engine: Any, path: Path, camera: str | None) -> Any:
+    """Ingest one file with Ctrl-C handling; the engine's close() then drains semantic work and deliveries."""
+    with _Interrupt() as stop:
+        return engine.ingest_file(path, camera, progress=_progress(path.name), stop=stop)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
-    path = Path(args.path).expanduser()
-    store, report = _ingest(path, manifest, args.camera)
-    store.close()
-    status = "interrupted — run the same command again to resume" if report.interrupted else "complete"
+    path = ingest_path(args.path)
+    engine = _engine(manifest)
+    try:
+        report = _ingest(engine, path, args.camera)
+    finally:
+        engine.close(drain_s=DRAIN_S)
+    status = "interrupted — run the same command again to resume" if report.interrupted else ingest_status(report)
     _out(f"{path}: {status}; {report.segments_written} segment(s) written, {report.segments_skipped} "
          f"already in memory, {len(report.entities)} entities, {report.seconds:.1f} s")
     return 130 if report.interrupted else 0
@@ -180,11 +162,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _setup_logging(manifest.log_level)
     clip = Path(str(files("perception") / "assets" / DEMO_CLIP))
     _out(f"ReflectWorld demo: ingesting {clip.name} (public domain, White House 2009) into {manifest.store_uri()}")
-    store, report = _ingest(clip, manifest, "stage")
+    engine = _engine(manifest)
     try:
+        report = _ingest(engine, clip, "stage")
         if report.interrupted:
             _out("interrupted — run `reflectworld demo` again to resume")
             return 130
+        engine.flush(DRAIN_S)
+        store = engine.store
         _out(f"\nTimeline ({report.segments_written} new, {report.segments_skipped} already remembered):")
         for trace in store.timeline(camera="stage", limit=50):
             _out(f"  [{trace.t_start:5.1f}–{trace.t_end:5.1f} s] {trace.id}  {trace.summary}")
@@ -198,15 +183,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 _out(f"  {hit.score:6.3f}  {hit.id} [{hit.t_start:.1f}–{hit.t_end:.1f} s] {hit.text[:100]}")
         _out(f"\nServe this memory to an MCP host: reflectworld serve --store {manifest.store_uri()}")
     finally:
-        store.close()
+        engine.close(drain_s=DRAIN_S)
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     manifest = _manifest(args)
     _setup_logging("WARNING")
+    require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
         found = store.find(args.query, level=args.level, limit=args.limit, mode=args.mode, tz=manifest.timezone)
@@ -220,7 +206,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from plugin.ask import MemoryAgent, build_client
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     manifest = _manifest(args)
     _setup_logging("WARNING")
@@ -235,6 +221,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                                 max_images=qa.max_images, camera=args.camera, until=args.until)
             return await agent.ask(args.question)
 
+    require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
         result = anyio.run(run)
@@ -253,28 +240,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Headless: ingest the manifest's sources (plus --source) with no MCP host until done or Ctrl-C."""
     from plugin.manifest import SourceConfig
-    from plugin.server import ingest_settings, open_store
-    from plugin.worker import Worker
 
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
-    sources = list(manifest.sources) + [SourceConfig(uri=uri) for uri in args.source or []]
-    if not sources:
+    extra = [SourceConfig(uri=uri) for uri in args.source or []]
+    if not manifest.sources and not extra:
         raise PluginError("nothing to run: add `sources:` to the manifest or pass --source URI")
-    store = open_store(manifest)
-    worker = Worker(store, ingest_settings(manifest), mode=manifest.perception.mode)
+    engine = _engine(manifest)
     try:
         with _Interrupt() as stop:
-            errors = worker.start_sources(sources)
+            errors = engine.start_sources(extra)
             for error in errors:
                 sys.stderr.write(f"error: {error}\n")
-            while not stop.wait(0.5) and not worker.idle():
-                pass
+            engine.wait_idle(stop)
+        statuses = engine.worker.status()
     finally:
-        worker.stop()
-        store.close()
+        engine.close(drain_s=DRAIN_S)
     failed = 0
-    for info in worker.status():
+    for info in statuses:
         failed += info.state == "failed"
         _out(f"{info.camera_id}: {info.state}, {info.segments_written} segment(s) written from {info.source}"
              + (f" — {info.error}" if info.error else ""))

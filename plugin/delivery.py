@@ -35,6 +35,8 @@ import anyio.lowlevel
 import httpx
 from pydantic import BaseModel, Field
 
+from memory.procedural import NOTIFICATIONS_URI, Notification
+
 __all__ = [
     "NOTIFICATIONS_URI",
     "DeliveryWorker",
@@ -51,27 +53,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-NOTIFICATIONS_URI = "reflectworld://notifications"
 _NTFY_PRIORITY = {"info": "3", "warning": "4", "critical": "5"}
-
-
-class Notification(BaseModel):
-    """A sent notification, as channels and ``notify_poll`` see it."""
-
-    id: str = Field(description="ntf_… (stable: the idempotency key)")
-    seq: int = Field(description="cursor: pass the largest seen as `since` to notify_poll")
-    rule_id: str
-    rule_text: str
-    camera_id: str
-    entity_id: str = Field(description="matched entity id, '*' or 'absent:…'")
-    severity: str
-    message: str
-    event_time: float = Field(description="wall-clock epoch seconds of the event")
-    t_start: float = Field(0.0, description="media seconds within the source")
-    trace_id: str = ""
-    keyframe_id: str = Field("", description="open with memory_visual_evidence")
-    evidence: list[str] = Field(default_factory=list)
-    keyframe_jpeg_base64: str | None = Field(None, description="the key frame itself, when attached")
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:

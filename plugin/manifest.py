@@ -22,7 +22,16 @@ import yaml
 from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from perception.settings import (
+    NoBackendConfig,
+    PerceptionConfig,
+    SSDObjectsConfig,
+    Strict,
+    YOLOObjectsConfig,
+    YuNetFacesConfig,
+)
 from plugin.errors import ManifestError, ManifestProblem
+from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
 
 __all__ = [
     "Manifest",
@@ -40,12 +49,6 @@ __all__ = [
 ]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
-
-
-class Strict(BaseModel):
-    """Base of every manifest section: unknown keys are errors, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
 # ---------------------------------------------------------------------------------- embedders
@@ -88,109 +91,6 @@ class MemoryConfig(Strict):
         description="LanceDB URI: a directory, or s3://… / gs://…; default: the user's data directory",
     )
     embedder: EmbedderConfig = Field(default_factory=MiniLMEmbedderConfig)
-
-
-# ---------------------------------------------------------------------------------- perception
-
-
-class YuNetFacesConfig(Strict):
-    """YuNet face detection + SFace embeddings (packaged ONNX files)."""
-
-    type: Literal["yunet"] = "yunet"
-    match_threshold: float = Field(0.363, ge=0.0, le=1.0, description="SFace cosine to match")
-
-
-class NoFacesConfig(Strict):
-    """Face detection disabled."""
-
-    type: Literal["none"] = "none"
-
-
-FacesConfig = Annotated[YuNetFacesConfig | NoFacesConfig, Field(discriminator="type")]
-
-
-class SSDObjectsConfig(Strict):
-    """The vendored SSD-MobileNetV2 household detector (24 classes, perception/models/)."""
-
-    type: Literal["ssd"] = "ssd"
-    threshold: float = Field(0.5, ge=0.0, le=1.0, description="minimum detection score")
-
-
-class YOLOObjectsConfig(Strict):
-    """A user-supplied YOLO-style ONNX detector with its label file."""
-
-    type: Literal["yolo"] = "yolo"
-    model: str = Field(description="path of the .onnx file")
-    labels: str = Field(description="label file, one class name per line")
-    threshold: float = Field(0.5, ge=0.0, le=1.0)
-
-
-class NoBackendConfig(Strict):
-    """Capability disabled."""
-
-    type: Literal["none"] = "none"
-
-
-ObjectsConfig = Annotated[SSDObjectsConfig | YOLOObjectsConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class RapidOCRConfig(Strict):
-    """rapidocr (PP-OCR ONNX) on key frames; needs the `ocr` extra."""
-
-    type: Literal["rapidocr"] = "rapidocr"
-
-
-OCRConfig = Annotated[RapidOCRConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class WhisperASRConfig(Strict):
-    """faster-whisper with the packaged tiny.en model; needs the `asr` extra."""
-
-    type: Literal["whisper"] = "whisper"
-    model_dir: str | None = Field(None, description="a CTranslate2 Whisper folder instead of tiny.en")
-
-
-ASRConfig = Annotated[WhisperASRConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class ColorBodyConfig(Strict):
-    """Colour/texture appearance descriptor of person boxes."""
-
-    type: Literal["color"] = "color"
-
-
-class OnnxBodyConfig(Strict):
-    """A person re-identification ONNX model."""
-
-    type: Literal["onnx"] = "onnx"
-    model: str = Field(description="path of the .onnx re-ID model")
-
-
-BodyConfig = Annotated[ColorBodyConfig | OnnxBodyConfig | NoBackendConfig, Field(discriminator="type")]
-
-
-class PerceptionConfig(Strict):
-    """How a stream is cut into segments and what is analysed in each."""
-
-    level: Literal["light", "full"] = Field(
-        "full", description="light = segments, key frames and descriptions only; full = + faces, objects, bodies, "
-        "OCR and speech")
-    sample_fps: float = Field(4.0, gt=0, le=30, description="frames analysed per media second")
-    min_segment_s: float = Field(0.5, gt=0, le=600)
-    max_segment_s: float = Field(10.0, gt=0, le=3600)
-    scene_threshold: float = Field(0.3, gt=0, le=1, description="histogram distance that cuts")
-    keyframes_per_segment: int = Field(2, ge=1, le=16)
-    keyframe_min_gap_s: float = Field(1.0, ge=0, le=60)
-    faces: FacesConfig = Field(default_factory=YuNetFacesConfig)
-    objects: ObjectsConfig = Field(default_factory=SSDObjectsConfig)
-    ocr: OCRConfig = Field(default_factory=RapidOCRConfig)
-    asr: ASRConfig = Field(default_factory=WhisperASRConfig)
-    body: BodyConfig = Field(default_factory=ColorBodyConfig)
-    mode: Literal["offline_quality", "live_latency"] = Field(
-        "offline_quality",
-        description="offline_quality = every segment, deterministic order; live_latency = gate static/silent "
-        "segments, commit identity first, enrich with the VLM afterwards",
-    )
 
 
 # ---------------------------------------------------------------------------------- providers
@@ -241,6 +141,12 @@ class HTTPConfig(Strict):
     host: str = Field("127.0.0.1", description="bind address; non-loopback requires a token")
     port: int = Field(8765, ge=1, le=65535)
     token: SecretStr | None = Field(None, description="bearer token, as ${ENV}")
+    allowed_hosts: list[str] = Field(default_factory=list, max_length=64,
+                                     description="extra Host names to accept (e.g. the machine's LAN name)")
+    allowed_origins: list[str] = Field(default_factory=list, max_length=64,
+                                       description="extra browser Origins allowed to call the server")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+                                description="largest request body any route accepts")
 
 
 class JudgeConfig(Strict):
@@ -264,7 +170,7 @@ class QAConfig(Strict):
 
 
 class SemanticConfig(Strict):
-    """Semantic memory off the hot path: fact consolidation, chapters, per-camera context (issue 6)."""
+    """Semantic memory off the hot path: fact consolidation, chapters, per-camera context."""
 
     enabled: bool = Field(True, description="run the background semantic runner")
     consolidator: Literal["local", "llm"] = Field(
@@ -351,7 +257,8 @@ class RuleConfig(Strict):
     cameras: list[str] = Field(default_factory=list, description="camera ids; empty = every camera")
     conditions: dict[str, Any] = Field(
         default_factory=dict, description="local conditions: entities, objects, objects_mode, overlap, zone, "
-        "time_window {start, end}, timezone, absent_minutes (see memory/procedural.py RuleConditions)")
+        "time_window {start, end}, timezone, absent_minutes, unknown_people, said, text_read (see "
+        "memory/procedural.py RuleConditions); empty = compile the text")
     severity: Literal["info", "warning", "critical"] = "info"
     cooldown_s: float = Field(300.0, ge=0, le=7 * 86400, description="minimum time between two deliveries")
     enabled: bool = True
@@ -368,6 +275,37 @@ class RuleConfig(Strict):
         except ValidationError as exc:
             detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"invalid rule conditions ({detail})") from None
+
+
+class AccessConfig(Strict):
+    """What tool calls may reach (sources in this manifest are trusted and not checked); see tools/access.py."""
+
+    roots: list[str] | None = Field(None, max_length=64, description=(
+        "folders whose files tool calls may read (capture_start, entity_update image_path); "
+        "null = your home directory and the ReflectWorld data directory"))
+    hidden: bool = Field(False, description="allow hidden folders (.ssh, .config, …) below a root")
+    url_schemes: list[Literal["rtsp", "rtsps", "http", "https"]] = Field(
+        default_factory=lambda: ["rtsp", "rtsps", "http", "https"], description="stream URL schemes tool calls may use")
+    lan: bool = Field(True, description="allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)")
+    public: bool = Field(True, description="allow public internet addresses")
+    loopback: bool = Field(False, description="allow this machine's own addresses (127.0.0.0/8, ::1)")
+    networks: list[str] = Field(default_factory=list, max_length=64, description=(
+        "extra networks to allow, as CIDR (link-local and cloud metadata stay refused)"))
+    devices: bool = Field(True, description="allow local video devices (/dev/videoN)")
+    max_timeout_s: float = Field(30.0, gt=0, le=300, description="cap on caller-chosen open/read timeouts")
+    max_captures: int = Field(16, ge=1, le=256, description="captures tool calls may keep running at once")
+
+    @field_validator("networks")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for net in value:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError:
+                raise ValueError(f"{net!r} is not a network; write CIDR like 192.168.1.0/24") from None
+        return value
 
 
 class ServerConfig(Strict):
@@ -391,6 +329,7 @@ class Manifest(Strict):
     vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")
     sources: list[SourceConfig] = Field(default_factory=list)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     rules: list[RuleConfig] = Field(default_factory=list, description="initial rules, added at start-up")
     semantic: SemanticConfig = Field(default_factory=SemanticConfig)
@@ -499,6 +438,10 @@ def _problem_from_error(err: Any) -> ManifestProblem:
         return ManifestProblem(path, "unknown key", fix)
     if kind == "missing":
         return ManifestProblem(path, "required key is missing", "add it (see manifests/example.yaml)")
+    if kind == "value_error":  # a cross-field check on a section model: its message names the keys and the fix
+        message = str(err["msg"]).removeprefix("Value error, ")
+        what, _, fix = message.partition("; ")
+        return ManifestProblem(path, what, fix or "see manifests/example.yaml for the expected form")
     if kind == "union_tag_invalid":
         return ManifestProblem(path, err["msg"], "set `type:` to one of the listed values")
     value = err.get("input")
@@ -512,7 +455,7 @@ def parse_manifest(data: Any, source: str = "<manifest>") -> Manifest:
         data = {}
     if not isinstance(data, dict):
         raise ManifestError(source, [ManifestProblem("", "the manifest must be a mapping of keys")])
-    problems: list[ManifestProblem] = []
+    problems: list[ManifestProblem] = literal_secrets(data)
     data = _substitute_env(data, "", problems)
     try:
         manifest = Manifest.model_validate(data)
@@ -521,12 +464,6 @@ def parse_manifest(data: Any, source: str = "<manifest>") -> Manifest:
         raise ManifestError(source, problems) from None
     if problems:
         raise ManifestError(source, problems)
-    if manifest.perception.min_segment_s > manifest.perception.max_segment_s:
-        raise ManifestError(
-            source,
-            [ManifestProblem("perception.min_segment_s", "is larger than perception.max_segment_s",
-                             "make min_segment_s ≤ max_segment_s")],
-        )
     return manifest
 
 
@@ -539,16 +476,21 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     file = Path(path)
     if not file.is_file():
         raise ManifestError(str(file), [ManifestProblem("", "file not found", "check the path")])
+    if file.stat().st_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(str(file), [ManifestProblem("", f"the file is larger than {MAX_MANIFEST_BYTES} bytes",
+                                                        "a manifest is a short configuration file; check the path")])
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() == ".toml":
             data: Any = tomllib.loads(text)
         elif file.suffix.lower() in {".yaml", ".yml", ".json"}:
-            data = yaml.safe_load(text)
+            data = load_yaml_bounded(text)
         else:
             raise ManifestError(
                 str(file), [ManifestProblem("", f"unsupported extension {file.suffix!r}", "use .yaml, .yml or .toml")]
             )
+    except YAMLLimitError as exc:
+        raise ManifestError(str(file), [ManifestProblem("", str(exc), "simplify the file")]) from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ManifestError(str(file), [ManifestProblem("", f"cannot parse: {exc}", "fix the syntax")]) from None
     return parse_manifest(data, str(file))

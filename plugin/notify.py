@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -38,13 +38,22 @@ import anyio
 
 from memory.errors import NotFoundError
 from memory.models import SegmentWrite, stable_id
-from memory.procedural import NotificationRecord, NotifyPolicy, ProceduralMemory, Rule, RuleConditions, severity_rank
+from memory.procedural import (
+    NotificationRecord,
+    NotifyPolicy,
+    ProceduralMemory,
+    Rule,
+    RuleConditions,
+    severity_rank,
+    to_notification,
+)
 from memory.store import MemoryStore
-from perception.rules import Box, KeyframeBoxes, RuleMatcher, RuleSignal, in_time_window
+from perception.detectors.objects import detector_labels
+from perception.rules.compiler import CompiledRule, compile_rule, rephrase_help
+from perception.rules.matcher import Box, KeyframeBoxes, RuleMatcher, RuleSignal, in_time_window
 from plugin.delivery import (
     DeliveryWorker,
     HttpChannel,
-    Notification,
     NotificationHub,
     NtfyChannel,
     OpenClawChannel,
@@ -59,7 +68,6 @@ __all__ = [
     "chain_commits",
     "policy_from_config",
     "serve_notifications",
-    "to_notification",
     "watch_store",
 ]
 
@@ -106,8 +114,13 @@ class NotificationService:
 
     def __init__(self, store: MemoryStore, manifest: Manifest, hub: NotificationHub | None = None,
                  delivery: DeliveryWorker | None = None, matcher: RuleMatcher | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, vlm: bool = False) -> None:
         self.procedural = ProceduralMemory(store)
+        #: a VLM judges text-only rules (its rule signals reach the resolver)
+        self.vlm = vlm
+        self.cameras = [s.camera_id for s in manifest.sources if s.camera_id]
+        p = manifest.perception
+        self.labels = detector_labels(p.object_model, p.object_labels) if p.objects_on else []
         self.config = manifest.notifications
         self.hub = hub or NotificationHub()
         self.delivery = delivery
@@ -121,14 +134,17 @@ class NotificationService:
         #: ids this process sent lately (the store watcher publishes only other processes' ones)
         self.local_sent: deque[str] = deque(maxlen=1000)
         for rule in manifest.rules:
-            self.procedural.add_rule(rule.text, rule.cameras, RuleConditions.model_validate(rule.conditions),
-                                     rule.severity, rule.cooldown_s, rule.enabled)
+            conditions = RuleConditions.model_validate(rule.conditions) if rule.conditions else None
+            try:
+                self.add_rule(rule.text, rule.cameras, conditions, rule.severity, rule.cooldown_s, rule.enabled)
+            except ValueError as exc:
+                logger.error("manifest rule %r is not active: %s", rule.text, exc)
 
     @classmethod
     def for_manifest(cls, store: MemoryStore, manifest: Manifest, hub: NotificationHub | None = None,
-                     start_delivery: bool = True) -> NotificationService:
+                     start_delivery: bool = True, vlm: bool = False) -> NotificationService:
         """Build the service with the manifest's HTTP channels (delivery thread started when asked)."""
-        service = cls(store, manifest, hub=hub)
+        service = cls(store, manifest, hub=hub, vlm=vlm)
         channels = build_channels(manifest.notifications)
         if channels:
             ch = manifest.notifications.channels
@@ -161,15 +177,94 @@ class NotificationService:
         """Enabled rules in scope for ``camera`` — their text goes into the VLM prompt."""
         return self.procedural.active_rules(camera)
 
+    def compile(self, text: str) -> CompiledRule:
+        """What the local compiler makes of a rule's text, with today's names, cameras and detector classes."""
+        names: list[str] = []
+        for entity in self.procedural.store.list_entities(limit=10_000):
+            names.extend(n for n in [entity.name, *entity.aliases] if n)
+        cameras = {*self.cameras, *(s.camera_id for s in self.procedural.store.ingest_sources() if s.camera_id)}
+        return compile_rule(text, names=names, cameras=sorted(cameras), labels=self.labels)
+
+    def add_rule(self, text: str, cameras: list[str] | None = None, conditions: RuleConditions | None = None,
+                 severity: str = "info", cooldown_s: float = 300.0, enabled: bool = True) -> Rule:
+        """Store a rule; without ``conditions`` its text is compiled into them where it can be.
+
+        A rule the compiler understands completely is evaluated locally. One it understands in part
+        is judged by the VLM when one is configured, else evaluated on the understood part (the
+        rule's ``conditions.needs_vlm`` says what is ignored).
+
+        Raises:
+            ValueError: nothing of the text was understood and no VLM is configured (nothing stored);
+                the message says how to rephrase it.
+        """
+        key = None
+        if conditions is None or conditions.is_empty():
+            compiled = self.compile(text)
+            cond = compiled.conditions
+            if cond.is_empty() and not self.vlm:
+                raise ValueError(f"cannot act on the rule {text.strip()[:120]!r} without a vision-language model: "
+                                 f"nothing in it is a condition the local compiler knows; {rephrase_help(self.labels)}")
+            if self.vlm and not compiled.complete:  # the model judges the whole text; keep what was understood
+                cond = RuleConditions(understood=cond.understood, needs_vlm=cond.needs_vlm)
+            key = (list(cameras or []), RuleConditions())  # one id per text, however it is read over time
+            conditions = cond
+            cameras = sorted({*(cameras or []), *compiled.cameras})
+        return self.procedural.add_rule(text, cameras, conditions, severity, cooldown_s, enabled,  # type: ignore[arg-type]
+                                        key=key)
+
+    def could_match(self, camera: str, people: int, objects: Sequence[str]) -> bool:
+        """Whether an active rule of ``camera`` could match a segment like the last one (never skip it)."""
+        have = {o.lower() for o in objects}
+        for rule in self.active_rules(camera):
+            cond = rule.conditions
+            if cond.is_empty():
+                if self.vlm:
+                    return True
+                continue
+            if cond.entities and people > 0 and cond.absent_minutes is None:
+                return True
+            if cond.objects and have & {o.lower() for o in cond.objects}:
+                return True
+        return False
+
     # ------------------------------------------------------------------ inputs
 
     def on_commit(self, write: SegmentWrite) -> list[NotificationRecord]:
-        """Evaluate the camera's rules on a committed segment and resolve every signal."""
+        """Evaluate the camera's rules on a committed segment and resolve every signal.
+
+        Local conditions are evaluated on the identity-phase (or only) write; the VLM's rule
+        signals, wherever they come, apply to the rules without local conditions.
+        """
         rules = {r.id: r for r in self.active_rules(write.camera_id)}
         if not rules:
             return []
-        signals = self.matcher.evaluate(write, list(rules.values()), seen_before=self._seen_before)
+        signals = [] if write.enrichment else self.matcher.evaluate(write, list(rules.values()),
+                                                                    seen_before=self._seen_before)
+        signals.extend(self._vlm_signals(write, rules.values()))
         return [self.resolve(s, rules[s.rule_id], write) for s in signals]
+
+    def _vlm_signals(self, write: SegmentWrite, rules: Iterable[Rule]) -> list[RuleSignal]:
+        """The VLM's matched rules as signals; the people involved are the resolver's, never the VLM's."""
+        if not write.vlm_signals:
+            return []
+        by_text = {_text_key(r.text): r for r in rules if r.conditions.is_empty()}
+        trace = write.trace
+        out: list[RuleSignal] = []
+        for claim in write.vlm_signals:
+            rule = by_text.get(_text_key(claim.rule))
+            if rule is None or any(s.rule_id == rule.id for s in out):
+                continue
+            evidence = [f"vision model: {claim.evidence}" if claim.evidence else "vision model: matched"]
+            if write.risk not in ("", "none"):
+                evidence.append(f"risk {write.risk}")
+            if trace.entity_ids:
+                evidence.append("present: " + ", ".join(trace.entity_ids))
+            out.append(RuleSignal(rule_id=rule.id, camera_id=write.camera_id, entity_id="*", trace_id=trace.id,
+                                  t_start=trace.t_start, wall_start=trace.wall_start,
+                                  wall_end=trace.wall_start + max(0.0, trace.t_end - trace.t_start),
+                                  evidence=evidence, keyframe_id=trace.keyframe_ids[0] if trace.keyframe_ids else "",
+                                  origin="vlm", entities=list(trace.entity_ids)))
+        return out
 
     def on_source_event(self, camera_id: str, state: str, detail: str = "") -> NotificationRecord | None:
         """A live source went ``"offline"`` or came back ``"online"``; notify the change once."""
@@ -256,7 +351,7 @@ class NotificationService:
             decision="sent" if sent else "suppressed", reason=reason, message=message, event_time=signal.wall_start,
             keyframe_id=signal.keyframe_id, channels=channels, created_at=self.clock(),
             payload={"rule_text": rule.text, "evidence": signal.evidence, "t_start": signal.t_start,
-                     "origin": signal.origin})
+                     "origin": signal.origin, "entities": signal.entities})
         return self.procedural.record(rec)
 
     def _deliver(self, rec: NotificationRecord, signal: RuleSignal, rule: Rule, policy: NotifyPolicy,
@@ -286,19 +381,14 @@ class NotificationService:
             return None
 
 
-def to_notification(rec: NotificationRecord, keyframe_b64: str | None = None) -> Notification:
-    """The channel/poll view of a sent decision."""
-    return Notification(id=rec.id, seq=rec.seq, rule_id=rec.rule_id, rule_text=str(rec.payload.get("rule_text", "")),
-                        camera_id=rec.camera_id, entity_id=rec.entity_id, severity=rec.severity, message=rec.message,
-                        event_time=rec.event_time, t_start=float(rec.payload.get("t_start") or 0.0),
-                        trace_id=rec.trace_id, keyframe_id=rec.keyframe_id,
-                        evidence=list(rec.payload.get("evidence") or []), keyframe_jpeg_base64=keyframe_b64)
+def _text_key(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .!?")
 
 
 def _object_detector() -> Any:
     """The vendored SSD object detector, or None where that module is unavailable."""
     try:
-        from perception.objects import SSDObjectDetector
+        from perception.detectors.objects import SSDObjectDetector
     except ImportError:
         logger.warning("object detector unavailable; zone/overlap rules only see face boxes")
         return None
@@ -336,19 +426,19 @@ def chain_commits(*hooks: Callable[[SegmentWrite], Any] | None) -> Callable[[Seg
 
 
 @asynccontextmanager
-async def serve_notifications(store: MemoryStore, manifest: Manifest, bus: Any) -> AsyncIterator[NotificationService]:
-    """Run the notification service for a server's lifespan: delivery thread + resource-updated publisher."""
-    service = await anyio.to_thread.run_sync(NotificationService.for_manifest, store, manifest)
-    try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(run_publisher, service.hub, bus, service.legacy_sessions)
-            tasks.start_soon(watch_store, service, STORE_WATCH_S)
-            try:
-                yield service
-            finally:
-                tasks.cancel_scope.cancel()
-    finally:
-        await anyio.to_thread.run_sync(service.close)
+async def serve_notifications(service: NotificationService, bus: Any) -> AsyncIterator[NotificationService]:
+    """Publish a running service's notifications for a server's lifespan (resource-updated events).
+
+    The service itself (and its delivery thread) belongs to the engine; this only runs the
+    publisher and the watcher for notifications other processes sent through the same store.
+    """
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run_publisher, service.hub, bus, service.legacy_sessions)
+        tasks.start_soon(watch_store, service, STORE_WATCH_S)
+        try:
+            yield service
+        finally:
+            tasks.cancel_scope.cancel()
 
 
 async def watch_store(service: NotificationService, interval_s: float) -> None:

@@ -1,6 +1,6 @@
 """The semantic runner: consolidation, chapters and camera context, off the hot path.
 
-Drivers (``perception.ingest.ingest_file``, the stream worker) call :meth:`SemanticRunner.on_commit`
+Drivers (``perception.drivers.ingest.ingest_file``, the stream worker) call :meth:`SemanticRunner.on_commit`
 after each committed segment. That call only does ``put_nowait`` on a bounded queue, so it never
 delays a commit; when the queue is full the segment is dropped and counted, which is safe because
 all semantic state is derived from the store (an entity's counter catches up on its next commit,
@@ -184,8 +184,8 @@ def build_consolidator(manifest: Manifest) -> Consolidator:
     if manifest.vlm is None:
         logger.warning("semantic.consolidator is 'llm' but no `vlm` section is configured; using the local one")
         return local
-    from perception.llm_consolidator import LLMConsolidator
-    from perception.vlm import VLMClient
+    from perception.describe.llm_consolidator import LLMConsolidator
+    from perception.describe.vlm import VLMClient
 
     return LLMConsolidator(VLMClient.from_config(manifest.vlm), fallback=local)
 

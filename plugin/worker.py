@@ -5,14 +5,17 @@
 
 * **files** go through :func:`perception.ingest_file` (resumable from ``ingest_log``: after a crash
   or ``kill -9`` a restart continues after the last committed segment, none lost, none duplicated);
-* **image folders and live sources** go through a :class:`perception.gateway.Gateway` (bounded
+* **image folders and live sources** go through a :class:`perception.media.gateway.Gateway` (bounded
   queue, drops counted on live sources, reconnect with backoff, stall watchdog) and
-  :func:`perception.ingest.ingest_live`, continuing the source's segment indices.
+  :func:`perception.drivers.ingest.ingest_live`, continuing the source's segment indices.
 
-Analysis + write of a segment hold one lock per worker, so identity decisions of concurrent
-sources are serialised while decoding runs in parallel. ``on_commit(SegmentWrite)`` is called
-after every committed segment; ``on_source_event(camera_id, "offline" | "online", detail)`` when a
-live source drops out or comes back. :meth:`Worker.stop` is graceful: each runner finishes (or,
+Every runner drives the engine's one :class:`~perception.drivers.analyzer.Pipeline`: analysis +
+write of a segment hold the per-user identity lock, so identity decisions of concurrent sources are
+serialised (and share one set of galleries) while decoding runs in parallel. The pipeline's
+post-commit hooks run after every committed segment, and its ``on_source_done`` when a file or
+folder ends; ``on_source_event(camera_id, "offline" | "online", detail)`` when a live source drops
+out or comes back. ``before_start`` runs before any capture starts (the engine claims the store's
+capture lease there). :meth:`Worker.stop` is graceful: each runner finishes (or,
 if shorter than the minimum segment length, discards) its in-flight segment.
 
 A bad source fails fast in :meth:`Worker.start_capture`: the URI is parsed, files are probed and
@@ -28,11 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.models import SegmentWrite
-from perception.gateway import Gateway, Mode
-from perception.ingest import IngestSettings, ingest_file, ingest_live, live_start_point
-from perception.pipeline import AnalysisStore
-from perception.sources import (
+from perception.drivers.analyzer import Pipeline
+from perception.drivers.ingest import ingest_file, ingest_live, live_start_point
+from perception.media.gateway import Gateway, Mode
+from perception.media.sources import (
     PhoneSource,
     Source,
     SourceError,
@@ -40,9 +42,7 @@ from perception.sources import (
     make_source,
     redact_uri,
 )
-from perception.video import iter_frames, probe
-from perception.scheduler import Scheduler
-from perception.vlm_describer import VLMSegmentStage
+from perception.media.video import iter_frames, probe
 
 __all__ = ["CaptureInfo", "SourceEventCallback", "Worker"]
 
@@ -83,13 +83,8 @@ class _Runner:
         self.started_at = time.time()
         self.thread = threading.Thread(target=self._run, name=f"capture:{camera_id}", daemon=True)
 
-    def _commit(self, write: SegmentWrite) -> None:
+    def _count(self, _write: object) -> None:
         self.written += 1
-        if self.worker.on_commit is not None:
-            try:
-                self.worker.on_commit(write)
-            except Exception:  # a hook must never stop ingestion
-                logger.exception("on_commit hook failed for %s", self.camera_id)
 
     def _event(self, event: str, detail: str) -> None:
         logger.warning("source %s (%s) is %s: %s", self.camera_id, self.source.key, event, detail)
@@ -104,38 +99,39 @@ class _Runner:
         try:
             self.state = "running"
             if self.source.kind == "file":
-                def progress(done_s: float, _total: float, _n: int) -> None:
+                def progress(done_s: float, _total: float, _segments: int) -> None:
                     self.progress_s = done_s
 
-                report = ingest_file(self.source.uri, w.store, w.settings, camera_id=self.camera_id,
-                                     progress=progress, on_commit=self._commit, stop=self.stop,
-                                     commit_lock=w.commit_lock, vlm_stage=w.vlm_stage,
-                                     active_rules=w.active_rules, scheduler=w.scheduler)
+                report = ingest_file(self.source.uri, w.pipeline, camera_id=self.camera_id, progress=progress,
+                                     stop=self.stop, on_segment=self._count)
+                self.written = report.segments_written
                 self.state = "done" if report.done else "stopped"
+                self.damage = {"bad_packets": report.bad_packets, "partial": report.partial,
+                               "readable_s": report.readable_s}
                 return
-            first_index, t_base = live_start_point(w.store, self.source.key)
+            store = w.pipeline.store
+            first_index, t_base = live_start_point(store, self.source.key)
             start_s = 0.0
             if not self.source.live:
-                state = w.store.ingest_state(self.source.key)
+                state = store.ingest_state(self.source.key)
                 if state is not None and state.done:
                     self.state = "done"
                     return
                 start_s = state.last_t_end if state is not None and state.last_segment_index >= 0 else 0.0
-            self.gateway = Gateway(self.source, w.settings.sample_fps, mode=self.mode, start_s=start_s,
+            self.gateway = Gateway(self.source, w.pipeline.settings.sample_fps, mode=self.mode, start_s=start_s,
                                    t_base=t_base if self.source.live else 0.0, on_event=self._event,
                                    stall_s=float(self.source.options.get("stall_s", 15.0)),
                                    backoff_s=float(self.source.options.get("backoff_s", 0.5)),
                                    backoff_max_s=float(self.source.options.get("backoff_max_s", 30.0)))
             self.gateway.start()
             try:
-                ingest_live(self.gateway, w.store, w.settings, self.camera_id, first_index=first_index,
-                            stop=self.stop, on_commit=self._commit, commit_lock=w.commit_lock,
-                            final=not self.source.live, vlm_stage=w.vlm_stage, active_rules=w.active_rules,
-                            scheduler=w.scheduler)
+                self.written = ingest_live(self.gateway, w.pipeline, self.camera_id, first_index=first_index,
+                                           stop=self.stop, final=not self.source.live, on_segment=self._count)
             finally:
                 self.gateway.stop()
             if not self.source.live and not self.stop.is_set():
-                w.store.mark_source_done(self.source.key, self.camera_id)
+                store.mark_source_done(self.source.key, self.camera_id)
+                w.pipeline.source_done(self.source.key, self.camera_id)
                 self.state = "done"
             else:
                 self.state = "stopped"
@@ -148,6 +144,7 @@ class _Runner:
 
     def info(self) -> CaptureInfo:
         stats: dict[str, Any] = self.gateway.stats.as_dict() if self.gateway is not None else {}
+        stats.update(getattr(self, "damage", {}))  # a file's skipped packets and whether it was partial
         if self.source.kind == "file":
             stats["progress_s"] = round(self.progress_s, 2)
         error = self.error or (stats.get("last_error") if stats.get("state") == "reconnecting" else None)
@@ -159,22 +156,14 @@ class _Runner:
 class Worker:
     """Runs captures in the background; thread-safe; see the module docstring."""
 
-    def __init__(self, store: AnalysisStore, settings: IngestSettings, *, mode: Mode = "offline_quality",
-                 on_commit: Callable[[SegmentWrite], None] | None = None,
+    def __init__(self, pipeline: Pipeline, *, mode: Mode = "offline_quality",
                  on_source_event: SourceEventCallback | None = None, probe_timeout_s: float = 10.0,
-                 vlm_stage: VLMSegmentStage | None = None,
-                 active_rules: Callable[[str], list[str]] | None = None,
-                 scheduler: Scheduler | None = None) -> None:
-        self.store = store
-        self.scheduler = scheduler  # segment gate shared by every capture (its counters feed capture_status)
-        self.vlm_stage = vlm_stage  # the VLM describer (manifest `vlm`); None = the local describer
-        self.active_rules = active_rules
-        self.settings = settings
+                 before_start: Callable[[], None] | None = None) -> None:
+        self.pipeline = pipeline
         self.mode = mode
-        self.on_commit = on_commit
         self.on_source_event = on_source_event
         self.probe_timeout_s = probe_timeout_s
-        self.commit_lock = threading.Lock()
+        self.before_start = before_start
         self._runners: dict[str, _Runner] = {}
         self._lock = threading.Lock()
 
@@ -187,6 +176,8 @@ class Worker:
             SourceError: the source is missing, unsupported, unreachable or unreadable.
             ValueError: ``camera_id`` is already capturing.
         """
+        if self.before_start is not None:
+            self.before_start()
         opts = dict(options or {})
         mode: Mode = opts.pop("mode", self.mode)
         source = make_source(uri, opts)

@@ -27,6 +27,7 @@ def write_manifest(directory: Path, **overrides: object) -> Path:
         "memory": {"uri": str(directory / "lancedb"), "embedder": {"type": "hash", "dim": 64}},
     }
     data.update(overrides)
+    directory.mkdir(parents=True, exist_ok=True)
     path = directory / "manifest.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
@@ -35,21 +36,16 @@ def write_manifest(directory: Path, **overrides: object) -> Path:
 @pytest.fixture(scope="session")
 def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A manifest whose store holds the ingested Hamilton clip (read-only for tests)."""
-    from perception import ingest_file
+    from plugin.engine import Engine
     from plugin.manifest import load_manifest
-    from plugin.server import ingest_settings, open_store
 
     directory = tmp_path_factory.mktemp("ingested")
     clip = directory / "stage.mp4"
     shutil.copy(CLIP, clip)
     manifest_path = write_manifest(directory)
-    manifest = load_manifest(manifest_path)
-    store = open_store(manifest)
-    try:
-        report = ingest_file(clip, store, ingest_settings(manifest), camera_id="stage")
+    with Engine.from_manifest(load_manifest(manifest_path)) as engine:
+        report = engine.ingest_file(clip, "stage")
         assert report.segments_written > 0
-    finally:
-        store.close()
     return manifest_path
 
 
@@ -59,3 +55,16 @@ def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+#: a perception section with every model off (segments, key frames, the local describer only)
+NO_MODELS: dict[str, object] = {"faces": {"type": "none"}, "objects": {"type": "none"}, "ocr": {"type": "none"},
+                                "asr": {"type": "none"}, "body": {"type": "none"}}
+
+
+def engine_for(directory: Path, overrides: object = None, **manifest: object):  # type: ignore[no-untyped-def]
+    """An engine (not yet open; use it in a ``with``) over an offline manifest written to ``directory``."""
+    from plugin.engine import Engine
+    from plugin.manifest import load_manifest
+
+    return Engine.from_manifest(load_manifest(write_manifest(directory, **manifest)), overrides)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -10,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from memory.identity_ops import enrol_face, entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity, Fact
-from perception.identity import reference_views
+from perception.identity.reference import reference_views
+from tools.access import policy_of
 from tools.errors import tool_errors
 from tools.memory import READ_ONLY
 from tools.results import clip, itemize, structured
@@ -39,7 +41,7 @@ class EntityDetail(BaseModel):
     decisions: list[dict[str, Any]] = Field(default_factory=list, description=(
         "why it has its sightings, newest first: match/new/confirm_pending by the resolver (score, runner-up, "
         "evidence) or name/enrol/merge/split by a user"))
-    facts: list[Fact] = Field(default_factory=list, description=(  # issue 6: semantic memory
+    facts: list[Fact] = Field(default_factory=list, description=(  # semantic memory
         "what is known about it, most important first: text, kind, importance w in [0,1], evidence_ids "
         "(open with memory_get)"))
 
@@ -60,7 +62,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ctx: Context[Any],
         kind: Annotated[Literal["person", "object"] | None, Field(description="only people or only objects")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="entities per page")] = 20,
-        offset: Annotated[int, Field(ge=0, description="skip this many (paging)")] = 0,
+        offset: Annotated[int, Field(ge=0, le=1_000_000, description="skip this many (paging)")] = 0,
     ) -> Annotated[CallToolResult, EntityPage]:
         """List the people and objects memory knows, with names, first/last seen and sighting counts."""
         limit = min(limit, max_results)
@@ -105,9 +107,14 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         """Correct identities: name a person (or enrol a reference photo under a name), merge two entities
         that are the same person, split wrongly merged sightings off, or forget an entity completely
         (galleries, observations, facts and key frames where it was the only subject are erased)."""
-        with tool_errors("entity_update"):
-            store = ctx.request_context.lifespan_context.store
-            result = _update(store, action, entity_id, name, image_path, into_id, observation_ids)
+        app = ctx.request_context.lifespan_context
+        identity = getattr(app, "identity", None)
+        with tool_errors("entity_update"), (identity.lock if identity is not None else nullcontext()):
+            if image_path:
+                image_path = str(policy_of(ctx).check_path(image_path, "image_path"))
+            result = _update(app.store, action, entity_id, name, image_path, into_id, observation_ids)
+            if identity is not None:  # running captures resolve against the edited galleries from now on
+                identity.edited()
         return structured(result, _update_summary(result))
 
     server.add_tool(entity_list, annotations=READ_ONLY)

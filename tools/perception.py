@@ -1,6 +1,6 @@
 """Perception tools: what is happening now, and steering what perception pays attention to.
 
-Both read the live :class:`~perception.context.PerceptionRuntime` defensively (``AppContext.perception``,
+Both read the live :class:`~perception.describe.context.PerceptionRuntime` defensively (``AppContext.perception``,
 else ``AppContext.worker.perception``); with no runtime, no capture and no VLM, ``perception_now``
 still answers from memory (the latest stored segment) and says clearly that no event is active.
 """
@@ -15,9 +15,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from perception.context import PerceptionRuntime
-from perception.describe import format_ts
-from perception.steering import ExitCondition, SteeringRejected, SteeringRequest
+from perception.describe.context import PerceptionRuntime
+from perception.describe.local import format_ts
+from perception.describe.steering import ExitCondition, SteeringRejected, SteeringRequest
 from tools.errors import tool_errors
 from tools.results import structured
 

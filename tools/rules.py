@@ -57,19 +57,26 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ctx: Context[Any],
         camera: Annotated[str | None, Field(description="only this camera id; omit for every camera")] = None,
         conditions: Annotated[RuleConditions | None, Field(description=(
-            "optional local conditions, all must hold: entities (ids or names, '*' = anyone), objects, "
-            "objects_mode any|all, overlap [[a, b]], zone [[x, y], …] normalised 0–1, time_window {start, end} "
-            "HH:MM, timezone, absent_minutes. Without conditions only the vision model evaluates the text."))] = None,
+            "optional local conditions, all must hold: entities (ids or names, '*' = anyone), unknown_people, "
+            "objects, objects_mode any|all, overlap [[a, b]], zone [[x, y], …] normalised 0–1, time_window "
+            "{start, end} HH:MM, timezone, absent_minutes, said, text_read. Omit them to have the text compiled "
+            "(people, names, strangers, objects, spoken words, text on screen, times of day, cameras, absence); "
+            "the answer says what was understood and what only a vision model can judge."))] = None,
         severity: Annotated[Literal["info", "warning", "critical"], Field(description=(
             "critical ignores quiet hours; policies can suppress below a threshold"))] = "info",
         cooldown: Annotated[float, Field(ge=0, le=7 * 86400, description=(
             "seconds between two notifications of this rule for the same entity"))] = 300.0,
     ) -> Annotated[CallToolResult, Rule]:
-        """Add a rule (idempotent: the same text, camera and conditions give the same rule id)."""
+        """Add a rule written in plain words (idempotent: the same text, camera and conditions give one rule).
+
+        Without `conditions` the text is compiled locally; the result's conditions.understood says how
+        it was read and conditions.needs_vlm what only a vision model can judge. A rule of which nothing
+        can be understood is refused when no vision model is configured, with a hint how to rephrase it.
+        """
         service = service_of(ctx)
         with tool_errors("rule_add"):
-            rule = service.procedural.add_rule(text, [camera] if camera else [], conditions, severity, cooldown)
-        return structured(rule, f"rule {_rule_line(rule)}")
+            rule = service.add_rule(text, [camera] if camera else [], conditions, severity, cooldown)
+        return structured(rule, f"rule {_rule_line(rule)}{_reading(rule, service.vlm)}")
 
     def rule_list(
         ctx: Context[Any],
@@ -104,6 +111,19 @@ def _rule_line(rule: Rule) -> str:
     cameras = ", ".join(rule.camera_ids) or "every camera"
     off = "" if rule.enabled else ", disabled"
     return f"{rule.id} ({rule.severity}, {cameras}{off}): {clip(rule.text, 60)}"
+
+
+def _reading(rule: Rule, vlm: bool) -> str:
+    """How the rule's text was read: what became conditions and what needs a vision model."""
+    cond = rule.conditions
+    parts = []
+    if cond.understood:
+        parts.append("understood: " + "; ".join(cond.understood))
+    if cond.needs_vlm:
+        judge = ("the vision model judges the whole text" if vlm
+                 else "ignored without a vision model (configure `vlm:` to have it judged)")
+        parts.append("not a local condition: " + ", ".join(cond.needs_vlm) + f" — {judge}")
+    return ("\n" + "\n".join(parts)) if parts else ""
 
 
 def _list_summary(result: RuleList) -> str:

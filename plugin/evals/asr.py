@@ -26,7 +26,7 @@ def evaluate(folder: Path) -> dict[str, object]:
     Raises:
         PluginError: the folder or its transcripts.json is missing/invalid, or ASR is unavailable.
     """
-    from perception.asr import WhisperTranscriber, load_audio, word_error_rate
+    from perception.detectors.asr import WhisperTranscriber, load_audio, word_error_rate
 
     index = folder / "transcripts.json"
     if not index.is_file():

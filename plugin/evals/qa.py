@@ -274,8 +274,8 @@ def _safe(name: str) -> str:
 def cmd_qa(args: argparse.Namespace) -> int:
     """Run the agent over every annotated question and print accuracy per type."""
     from plugin.ask import ALL_LEVELS, MemoryAgent, build_client
-    from plugin.cli import _ingest, _manifest, _out, _setup_logging
-    from plugin.server import open_store
+    from plugin.cli import DRAIN_S, _engine, _ingest, _manifest, _out, _setup_logging
+    from plugin.engine import open_store
 
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
@@ -308,8 +308,11 @@ def cmd_qa(args: argparse.Namespace) -> int:
     if args.videos:  # ingest first (in the main thread: Ctrl-C stops after a segment, a re-run resumes)
         for video, group in by_video.items():
             path = find_video(Path(args.videos).expanduser(), group[0])
-            store, report = _ingest(path, own_manifest(video), video)
-            store.close()
+            engine = _engine(own_manifest(video))
+            try:
+                report = _ingest(engine, path, video)
+            finally:
+                engine.close(drain_s=DRAIN_S)  # facts and chapters of the video are written before its questions
             logger.info("video %s: %d segment(s) new, %d already in memory", video, report.segments_written,
                         report.segments_skipped)
             if report.interrupted:

@@ -4,7 +4,7 @@ FOLDER has one sub-folder of images per identity (sub-folders starting with ``_`
 ignored). Protocol, printed with the result:
 
 1. Images of an identity are sorted by name; the first ``ceil(n/2)`` build its gallery (the
-   largest face of each image, SFace embedding, through :class:`perception.reid.Gallery` with
+   largest face of each image, SFace embedding, through :class:`perception.identity.reid.Gallery` with
    the resolver's slot bounds); the rest are probes. Identities with one image are skipped.
 2. Each probe is identified as the best gallery identity when its cosine reaches the match
    threshold (0.363) and beats the runner-up by the resolver's margin; otherwise "unknown".
@@ -20,6 +20,7 @@ import logging
 import math
 from pathlib import Path
 
+from perception.settings import SFACE_MATCH_THRESHOLD
 from plugin.errors import PluginError
 
 __all__ = ["add_parser", "evaluate"]
@@ -31,7 +32,7 @@ PROTOCOL = ("gallery = first ceil(n/2) images per identity (sorted by name), pro
             "match = best cosine >= {threshold} and >= runner-up + {margin}; identities with one image skipped")
 
 
-def evaluate(folder: Path, threshold: float = 0.363, margin: float = 0.04) -> dict[str, object]:
+def evaluate(folder: Path, threshold: float = SFACE_MATCH_THRESHOLD, margin: float = 0.04) -> dict[str, object]:
     """Run the protocol of the module docstring over ``folder``.
 
     Raises:
@@ -39,8 +40,8 @@ def evaluate(folder: Path, threshold: float = 0.363, margin: float = 0.04) -> di
     """
     import cv2
 
-    from perception.faces import FaceDetector, FaceEmbedder
-    from perception.reid import Gallery, Slot, unit
+    from perception.detectors.faces import FaceDetector, FaceEmbedder
+    from perception.identity.reid import Gallery, Slot, unit
 
     if not folder.is_dir():
         raise PluginError(f"{folder} is not a folder; pass a folder with one sub-folder of images per identity")
@@ -109,6 +110,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     """Add ``reflectworld eval reid``."""
     p = sub.add_parser("reid", help="face re-identification accuracy and false-merge rate on FOLDER/<identity>/*")
     p.add_argument("folder", help="one sub-folder of images per identity; sub-folders starting with _ are ignored")
-    p.add_argument("--threshold", type=float, default=0.363, help="SFace cosine to accept a match")
+    p.add_argument("--threshold", type=float, default=SFACE_MATCH_THRESHOLD, help="SFace cosine to accept a match")
     p.add_argument("--json", action="store_true", help='print one JSON object {"accuracy", "false_merge_rate", "n"}')
     p.set_defaults(func=_run)

@@ -1,13 +1,14 @@
 """``reflectworld eval rules CLIP LABELS``: precision and recall of notification deliveries.
 
 The clip is ingested into a fresh temporary store (hash embedder: embeddings play no part in
-rules) with the manifest's perception settings; every committed segment goes through the local
-rule matcher and the notification resolver exactly as in ``reflectworld ingest``. LABELS (YAML or
+rules) by the same engine ``reflectworld ingest`` uses: every committed segment goes through the
+rule matcher (rules given only as text are compiled first) and the notification resolver. LABELS (YAML or
 JSON) names the rules, an optional policy and the labelled event windows in media seconds::
 
     camera: door                      # camera id to ingest under (default: the clip's stem)
     rules:                            # same keys as the manifest's `rules:` entries
-      - {text: someone at the door, conditions: {entities: ["*"]}, severity: warning, cooldown_s: 5}
+      - {text: tell me when someone comes into view, severity: warning, cooldown_s: 5}
+      - {text: door, conditions: {entities: ["*"]}}   # or structured conditions
     policy: {event_gap_s: 1.0}        # optional: the camera's notification policy (manifest keys)
     tolerance_s: 1.0                  # optional: slack around each window (segment boundaries)
     events:
@@ -80,12 +81,16 @@ def score(deliveries: list[tuple[float, str]], events: list[EventWindow], rule_i
 
 
 def evaluate(clip: Path, labels: Labels, manifest: Any) -> dict[str, Any]:
-    """Ingest ``clip`` into a temporary store with the labelled rules; score the deliveries."""
+    """Ingest ``clip`` into a temporary store with the labelled rules; score the deliveries.
+
+    The engine is built from the manifest exactly as ``reflectworld ingest`` builds it (same
+    perception, same VLM if configured, same rule compiler), on a temporary store with the hash
+    embedder and no HTTP delivery.
+    """
     from memory.procedural import RuleConditions
-    from perception import ingest_file
-    from plugin.manifest import HashEmbedderConfig, RuleConfig
-    from plugin.notify import NotificationService, policy_from_config
-    from plugin.server import ingest_settings, open_store
+    from plugin.engine import Engine, Overrides
+    from plugin.manifest import HashEmbedderConfig, NotifyPolicyConfig, RuleConfig
+    from plugin.notify import policy_from_config
 
     camera = labels.camera or clip.stem
     rules = [RuleConfig.model_validate(r) for r in labels.rules] or list(manifest.rules)
@@ -93,20 +98,21 @@ def evaluate(clip: Path, labels: Labels, manifest: Any) -> dict[str, Any]:
         raise PluginError(f"no rules to evaluate: add `rules:` to {clip.name}'s labels file or the manifest")
     with tempfile.TemporaryDirectory(prefix="reflectworld-eval-rules-") as tmp:
         memory = manifest.memory.model_copy(update={"uri": str(Path(tmp) / "lancedb"), "embedder": HashEmbedderConfig()})
-        manifest = manifest.model_copy(update={"memory": memory, "rules": []})
-        store = open_store(manifest)
-        try:
-            service = NotificationService(store, manifest)  # no HTTP delivery during an evaluation
+        manifest = manifest.model_copy(update={"memory": memory, "rules": [], "sources": []})
+        with Engine.from_manifest(manifest, Overrides(deliver=False)) as engine:
+            service = engine.notifications
             if labels.policy:
-                from plugin.manifest import NotifyPolicyConfig
-
                 service.procedural.set_policy(policy_from_config(camera, NotifyPolicyConfig.model_validate(labels.policy)))
-            ids = [service.procedural.add_rule(r.text, r.cameras, RuleConditions.model_validate(r.conditions),
-                                               r.severity, r.cooldown_s, r.enabled).id for r in rules]
-            report = ingest_file(clip, store, ingest_settings(manifest), camera_id=camera, on_commit=service.on_commit)
+            ids = []
+            for r in rules:
+                conditions = RuleConditions.model_validate(r.conditions) if r.conditions else None
+                try:
+                    rule = service.add_rule(r.text, r.cameras, conditions, r.severity, r.cooldown_s, r.enabled)
+                except ValueError as exc:
+                    raise PluginError(f"rule {r.text!r}: {exc}") from None
+                ids.append(rule.id)
+            report = engine.ingest_file(clip, camera)
             decisions = service.procedural.decisions(0, limit=100_000)
-        finally:
-            store.close()
     sent = [(float(d.payload.get("t_start") or 0.0), d.rule_id) for d in decisions if d.decision == "sent"]
     result = score(sent, labels.events, ids, labels.tolerance_s)
     reasons: dict[str, int] = {}

@@ -134,7 +134,7 @@ def expected_tools(ingested: Path) -> set[str]:
 def trace_id(ingested: Path) -> str:
     """The id of a trace with key frames in the ingested store."""
     from plugin.manifest import load_manifest
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     store = open_store(load_manifest(ingested))
     try:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memory import HashEmbedder, MemoryStore
-from perception.faces import FaceDetector, FaceEmbedder
+from perception.detectors.faces import FaceDetector, FaceEmbedder
 from tests.media import write_clip
 
 DATA = Path(__file__).resolve().parents[1] / "data"

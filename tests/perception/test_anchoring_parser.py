@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from perception.anchoring import Anchor, AnchorClaim, parse_anchored
+from perception.describe.anchoring import Anchor, AnchorClaim, parse_anchored
 
 ANCHORS = [
     Anchor("A1", "face", 0, (10, 10, 40, 40), candidates=("person_0001", "person_0002")),
@@ -28,7 +28,7 @@ def test_identity_on_a_candidate_anchor_is_accepted() -> None:
 
 
 def test_identity_on_a_non_existent_anchor_is_dropped_and_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="perception.anchoring"):
+    with caplog.at_level(logging.INFO, logger="perception.describe.anchoring"):
         result = parse_anchored([claim("A9", "person_0001"), claim("A1", "person_0001")], ANCHORS,
                                 known_entities=["person_0001"])
     assert [t.anchor_id for t in result.targets] == ["A1"]

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perception.audio import SAMPLE_RATE, AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
+from perception.media.audio import SAMPLE_RATE, AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
 from perception.errors import MediaError
-from perception.segment import Segmenter
-from perception.video import Frame
+from perception.segmenting.segment import Segmenter
+from perception.media.video import Frame
 
 JFK = Path(__file__).resolve().parents[1] / "data" / "jfk.flac"
 

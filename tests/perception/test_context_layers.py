@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 
 from memory import MemoryStore
-from perception.context import (
+from perception.describe.context import (
     ContextBounds,
     ContextBuilder,
     camera_context_from_store,
     clamp_words,
     entity_history_from_store,
 )
-from perception.vlm_describer import SYSTEM_PROMPT
+from perception.describe.vlm_stage import SYSTEM_PROMPT
 
 LAYER_HEADERS = ["## Working memory", "## Camera context", "## Entity history", "## Active rules", "## Steering"]
 
@@ -81,7 +81,7 @@ def test_prompt_size_after_1000_segments_matches_after_10() -> None:
 
 def test_camera_context_and_entity_history_from_a_real_store(ingested: Path, tmp_path: Path) -> None:
     from plugin.manifest import load_manifest
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
     store = open_store(load_manifest(ingested))
     try:

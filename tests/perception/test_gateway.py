@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from perception import IngestSettings, MediaError, ingest_file
-from perception.gateway import AudioChunk, Gateway
-from perception.sources import AVSource, SourceError, make_source
-from perception.video import Frame, iter_frames
+from perception import MediaError
+from tests.conftest import NO_MODELS, engine_for
+from perception.media.gateway import AudioChunk, Gateway
+from perception.media.sources import AVSource, SourceError, make_source
+from perception.media.video import Frame, iter_frames
 from memory import MemoryStore
 from tests.plugin.stream_media import http_server, make_clip
 
@@ -48,13 +49,13 @@ def test_live_latency_mode_drops_and_counts_frames_when_the_consumer_falls_behin
     assert gw.stats.as_dict()["dropped"] == 13
 
 
-def test_a_corrupt_file_gives_the_documented_error(tmp_path: Path, store: MemoryStore) -> None:
+def test_a_corrupt_file_gives_the_documented_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x13" * 4000)
     with pytest.raises(SourceError, match="corrupt or not an audio/video format"):
         list(Gateway(make_source(str(bad)), 4.0).start().items())
-    with pytest.raises(MediaError, match="corrupt"):
-        ingest_file(bad, store, IngestSettings(faces=False))
+    with engine_for(tmp_path, perception=NO_MODELS) as engine, pytest.raises(MediaError, match="corrupt"):
+        engine.ingest_file(bad)
 
 
 class _StallingHandler(http.server.BaseHTTPRequestHandler):

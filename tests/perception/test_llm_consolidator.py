@@ -10,8 +10,8 @@ from fake_vlm_server import FakeVLMServer, Reply
 from memory import Entity, HashEmbedder, MemoryStore, Observation, SegmentWrite, Trace, stable_id
 from memory.consolidate import ConsolidationEngine, FactEdit, apply_edits
 from memory.local_consolidator import LocalConsolidator
-from perception.llm_consolidator import FactEdits, LLMConsolidator
-from perception.vlm import VLMClient
+from perception.describe.llm_consolidator import FactEdits, LLMConsolidator
+from perception.describe.vlm import VLMClient
 
 DAY0 = 1_704_067_200.0
 

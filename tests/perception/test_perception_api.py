@@ -9,5 +9,5 @@ def test_all_names_exist_and_are_exported_deliberately() -> None:
     assert sorted(perception.__all__) == perception.__all__
     for name in perception.__all__:
         assert getattr(perception, name) is not None
-    for required in ("ingest_file", "IngestSettings", "IngestReport", "MediaError", "probe", "iter_frames"):
+    for required in ("ingest_file", "PerceptionConfig", "IngestReport", "MediaError", "probe", "iter_frames"):
         assert required in perception.__all__

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from perception import LocalDescriber
-from perception.describe import FrameFaces, SegmentFacts, format_ts
-from perception.faces import FaceDetection
+from perception.describe.local import FrameFaces, SegmentFacts, format_ts
+from perception.detectors.faces import FaceDetection
 
 
 def _det(x: int, y: int, w: int, h: int) -> FaceDetection:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from perception import FaceDetector, FaceEmbedder
-from perception.faces import cosine
+from perception.detectors.faces import cosine
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -50,7 +50,7 @@ def test_sface_gives_a_unit_vector_that_matches_a_mirrored_face_but_not_another_
 
 
 def test_a_missing_model_disables_faces_with_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="perception.faces")
+    caplog.set_level(logging.ERROR, logger="perception.detectors.faces")
     detector = FaceDetector(model_path=tmp_path / "missing.onnx")
     assert not detector.available
     assert detector.detect(_img("images/astronaut.png")) == []

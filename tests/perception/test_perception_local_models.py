@@ -8,11 +8,11 @@ import cv2
 import numpy as np
 import pytest
 
-from perception.asr import WhisperTranscriber, load_audio, word_error_rate
-from perception.body import ColourTextureDescriptor
-from perception.faces import FaceDetector
-from perception.objects import SSDObjectDetector
-from perception.ocr import RapidTextReader
+from perception.detectors.asr import WhisperTranscriber, load_audio, word_error_rate
+from perception.detectors.body import ColourTextureDescriptor
+from perception.detectors.faces import FaceDetector
+from perception.detectors.objects import SSDObjectDetector
+from perception.detectors.ocr import RapidTextReader
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."

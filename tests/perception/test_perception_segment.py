@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from perception import Frame, Segmenter, iter_frames
-from perception.segment import colour_histogram, frame_distance
+from perception.segmenting.segment import colour_histogram, frame_distance
 
 
 def _frames(colours: list[tuple[int, int, int]], fps: float = 4.0) -> list[Frame]:

@@ -11,7 +11,7 @@ import pytest
 
 from memory.models import Entity, Keyframe, SegmentWrite, Trace
 from memory.procedural import Rule, RuleConditions, TimeWindow
-from perception.rules import Box, KeyframeBoxes, RuleMatcher, in_time_window, point_in_polygon
+from perception.rules.matcher import Box, KeyframeBoxes, RuleMatcher, in_time_window, point_in_polygon
 
 #: 2023-11-14 22:13:20 UTC
 T0 = 1_700_000_000.0
@@ -37,17 +37,40 @@ LIN = Entity(id="person_0001", kind="person", name="Lin")
 ALEX = Entity(id="person_0002", kind="person")
 
 
-def test_entity_conditions_match_by_id_name_or_anyone_and_emit_one_signal_per_entity() -> None:
+def test_entity_conditions_match_by_id_name_or_anyone_and_emit_one_signal_naming_everyone() -> None:
     matcher = RuleMatcher()
     seg = segment(0, [LIN, ALEX])
     by_name = matcher.evaluate(seg, [rule(entities=["lin"])])
-    assert [s.entity_id for s in by_name] == ["person_0001"]
+    assert [(s.entity_id, s.entities) for s in by_name] == [("*", ["person_0001"])]
     assert "present: person_0001 (Lin)" in by_name[0].evidence
     assert by_name[0].keyframe_id == "kf_000000000000" and by_name[0].trace_id == seg.trace.id
-    assert [s.entity_id for s in matcher.evaluate(seg, [rule(entities=["person_0002"])])] == ["person_0002"]
-    assert {s.entity_id for s in matcher.evaluate(seg, [rule(entities=["*"])])} == {"person_0001", "person_0002"}
+    assert [s.entities for s in matcher.evaluate(seg, [rule(entities=["person_0002"])])] == [["person_0002"]]
+    anyone = matcher.evaluate(seg, [rule(entities=["*"])])
+    assert len(anyone) == 1 and anyone[0].entities == ["person_0001", "person_0002"]
     assert matcher.evaluate(segment(1, [ALEX]), [rule(entities=["Lin"])]) == []
     assert matcher.evaluate(segment(2, []), [rule(entities=["*"])]) == []
+
+
+def test_anyone_includes_unidentified_people_and_strangers_exclude_named_ones() -> None:
+    matcher = RuleMatcher()
+    nobody_known = segment(0, []).model_copy(update={"people": 2})
+    [signal] = matcher.evaluate(nobody_known, [rule(entities=["*"])])
+    assert signal.entities == [] and "present: 2 unidentified people" in signal.evidence
+    assert matcher.evaluate(segment(1, [LIN]), [rule(entities=["*"], unknown_people=True)]) == []
+    [stranger] = matcher.evaluate(segment(2, [LIN, ALEX]), [rule(entities=["*"], unknown_people=True)])
+    assert stranger.entities == ["person_0002"]
+
+
+def test_spoken_words_and_text_on_screen() -> None:
+    matcher = RuleMatcher()
+    seg = segment(0, [])
+    seg = seg.model_copy(update={"trace": seg.trace.model_copy(update={"transcript": "Well, dinner is READY now!",
+                                                                        "ocr_text": "ERROR 42 | retry"})})
+    [said] = matcher.evaluate(seg, [rule(said=["dinner is ready"])])
+    assert 'said: "dinner is ready"' in said.evidence
+    assert matcher.evaluate(seg, [rule(said=["lunch"])]) == []
+    assert len(matcher.evaluate(seg, [rule(text_read=["error 42"])])) == 1
+    assert matcher.evaluate(seg, [rule(text_read=["error 43"])]) == []
 
 
 def test_rules_out_of_scope_disabled_or_without_conditions_give_no_signal() -> None:
@@ -78,7 +101,7 @@ def test_overlap_and_zone_use_the_boxes_of_the_provider() -> None:
     right_half = [(0.5, 0.0), (1.0, 0.0), (1.0, 1.0), (0.5, 1.0)]
     left_half = [(0.0, 0.0), (0.5, 0.0), (0.5, 1.0), (0.0, 1.0)]
     inside = matcher.evaluate(seg, [rule(entities=["Lin"], zone=right_half)])
-    assert [s.entity_id for s in inside] == ["person_0001"] and "person inside the zone" in inside[0].evidence
+    assert [s.entities for s in inside] == [["person_0001"]] and "person inside the zone" in inside[0].evidence
     assert matcher.evaluate(seg, [rule(entities=["Lin"], zone=left_half)]) == []
     assert len(matcher.evaluate(seg, [rule(objects=["dog"], zone=left_half)])) == 1
 

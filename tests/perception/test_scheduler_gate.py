@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from perception.scheduler import (
+from perception.segmenting.scheduler import (
     Scheduler,
     SegmentSignals,
-    UserLocks,
     audio_rms,
     frame_changed,
-    run_two_phase,
     segment_motion,
 )
-from perception.video import iter_frames
+from perception.media.video import iter_frames
 
 STATIC_SILENT = SegmentSignals(motion=0.001, audio_rms=0.0)
 
@@ -71,32 +68,9 @@ def test_live_latency_skips_static_silent_and_picks_light_or_full() -> None:
     assert counts["reasons"]["static and silent"] == 1 and counts["mode"] == "live_latency"
 
 
-def test_two_phase_commits_identity_first_and_enrichment_after() -> None:
-    locks = UserLocks()
-    committed: list[str] = []
-    enrich_started = threading.Event()
-    lock_free_during_enrich: list[bool] = []
-
-    def enrich(first: str) -> str:
-        enrich_started.set()
-        got = locks.get("u1").acquire(blocking=False)  # the identity lock is not held during the VLM call
-        lock_free_during_enrich.append(got)
-        if got:
-            locks.get("u1").release()
-        return first + "+vlm"
-
-    result = run_two_phase("u1", locks, lambda: "identity", committed.append, enrich)
-    assert result == "identity+vlm" and committed == ["identity", "identity+vlm"]
-    assert enrich_started.is_set() and lock_free_during_enrich == [True]
-    assert locks.get("u1") is locks.get("u1") and locks.get("u1") is not locks.get("u2")
-
-
-def test_two_phase_keeps_identity_write_when_enrichment_fails() -> None:
-    committed: list[str] = []
-
-    def broken(first: str) -> str:
-        raise RuntimeError("vlm down")
-
-    assert run_two_phase("u", UserLocks(), lambda: "identity", committed.append, broken) == "identity"
-    assert run_two_phase("u", UserLocks(), lambda: "id2", committed.append, lambda _w: None) == "id2"
-    assert committed == ["identity", "id2"]
+def test_a_static_silent_segment_an_active_rule_could_match_is_analysed() -> None:
+    sched = Scheduler("live_latency", "full")
+    relevant = SegmentSignals(motion=0.0, audio_rms=None, detections=1, rule_relevant=True)
+    decision = sched.decide(relevant)
+    assert decision.action == "full" and decision.guard and decision.reason == "may match an active rule"
+    assert sched.decide(STATIC_SILENT).action == "skip"

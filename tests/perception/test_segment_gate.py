@@ -9,11 +9,10 @@ import av
 import numpy as np
 import pytest
 
-from memory import HashEmbedder, MemoryStore
-from perception import IngestSettings, ingest_file
-from perception.scheduler import Scheduler
+from tests.conftest import engine_for
 
-SETTINGS = IngestSettings(max_segment_s=4.0, ocr=False, asr=False, objects=False, body=False)
+PERCEPTION = {"max_segment_s": 4.0, "ocr": {"type": "none"}, "asr": {"type": "none"},
+              "objects": {"type": "none"}, "body": {"type": "none"}}
 
 
 def static_clip(path: Path, seconds: int = 12, fps: int = 5) -> Path:
@@ -37,12 +36,24 @@ def static_clip(path: Path, seconds: int = 12, fps: int = 5) -> Path:
 @pytest.mark.parametrize(("mode", "skipped"), [("live_latency", 2), ("offline_quality", 0)])
 def test_static_silent_segments_are_skipped_only_in_live_latency(tmp_path: Path, mode: str, skipped: int) -> None:
     clip = static_clip(tmp_path / "still.mp4")
-    scheduler = Scheduler(mode, "full")
-    with MemoryStore(str(tmp_path / "db"), HashEmbedder(32)) as store:
-        report = ingest_file(clip, store, SETTINGS, camera_id="hall", scheduler=scheduler)
-        traces = store.timeline()
-    counts = scheduler.counters()
+    with engine_for(tmp_path, perception={**PERCEPTION, "mode": mode}) as engine:
+        report = engine.ingest_file(clip, "hall")
+        traces = engine.store.timeline()
+        counts = engine.perception.scheduler.counters()
     assert report.segments_written == len(traces) == 3  # skipped segments are still committed
     assert counts["skipped"] == skipped and counts["analysed"] == 3 - skipped
     assert traces[0].level == "full"  # the first segment of an event is always analysed
     assert [t.level for t in traces[1:]] == (["light"] * 2 if skipped else ["full"] * 2)
+
+
+def test_a_segment_an_active_rule_could_match_is_never_skipped(tmp_path: Path) -> None:
+    """A still scene with something a rule watches for: live_latency analyses it instead of skipping."""
+    clip = static_clip(tmp_path / "still.mp4")
+    with engine_for(tmp_path, perception={**PERCEPTION, "mode": "live_latency"}) as engine:
+        engine.notifications.add_rule("tell me when someone comes into view")
+        assert not engine.notifications.could_match("hall", 0, [])
+        assert engine.notifications.could_match("hall", 1, [])
+        engine.ingest_file(clip, "hall")
+        counts = engine.perception.scheduler.counters()
+    # nobody is in the still scene, so the rule cannot match it: static segments are still skipped
+    assert counts["skipped"] == 2 and "may match an active rule" not in counts["reasons"]

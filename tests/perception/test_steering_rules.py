@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from perception.context import ContextBuilder
-from perception.steering import (
+from perception.describe.context import ContextBuilder
+from perception.describe.steering import (
     ExitCondition,
     SteeringBoard,
     SteeringRejected,

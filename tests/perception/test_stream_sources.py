@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
-from perception.gateway import AudioChunk, Gateway
-from perception.sources import AudioIn, PhoneSource, SourceError, VideoIn, make_source, redact_uri
-from perception.video import Frame
+from perception.media.gateway import AudioChunk, Gateway
+from perception.media.sources import AudioIn, PhoneSource, SourceError, VideoIn, make_source, redact_uri
+from perception.media.video import Frame
 from tests.plugin.stream_media import http_server, make_clip
 
 

@@ -12,7 +12,7 @@ import pytest
 from fake_vlm_server import FakeVLMServer, Reply, image_parts
 from pydantic import BaseModel
 
-from perception.vlm import StageBudget, VLMClient, VLMError, VLMTimeoutError
+from perception.describe.vlm import StageBudget, VLMClient, VLMError, VLMTimeoutError
 
 KEY = "sk-test-secret-4242"
 
@@ -73,7 +73,7 @@ def test_malformed_then_valid_json_is_retried(fake: FakeVLMServer, caplog: pytes
                  Reply(content="", prompt_tokens=50, completion_tokens=0),
                  Reply(content={"answer": "ok", "confidence": 0.5}, prompt_tokens=50, completion_tokens=5))
     client = _client(fake, max_attempts=4)
-    with caplog.at_level(logging.WARNING, logger="perception.vlm"):
+    with caplog.at_level(logging.WARNING, logger="perception.describe.vlm"):
         verdict, usage = client.complete_json(MSGS, Verdict, stage="segment", images=[_jpeg()])
     assert verdict.answer == "ok"
     assert usage.attempts == 4 and usage.prompt_tokens == 200 and usage.completion_tokens == 12

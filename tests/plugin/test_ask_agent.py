@@ -18,7 +18,8 @@ from mcp.types import TextContent
 from plugin.ask import MemoryAgent
 from plugin.cli import main
 from plugin.manifest import load_manifest
-from plugin.server import create_server, open_store
+from plugin.server import create_server
+from plugin.engine import open_store
 from tests.plugin.fake_chat_server import FakeChatServer, call, tool_replies
 
 pytestmark = pytest.mark.anyio

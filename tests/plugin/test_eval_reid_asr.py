@@ -9,7 +9,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from perception.video import iter_frames
+from perception.media.video import iter_frames
 from plugin.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data"

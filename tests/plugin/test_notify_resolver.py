@@ -10,17 +10,18 @@ import pytest
 from memory import HashEmbedder, MemoryStore
 from memory.models import SegmentWrite
 from memory.procedural import RuleConditions
-from perception import IngestSettings, ingest_file
+from plugin.engine import Overrides
 from plugin.manifest import parse_manifest
 from plugin.notify import NotificationService
+from tests.conftest import engine_for
 from tests.plugin.rules_clip import make_event_clip
 
 #: 2023-11-14 22:13:20 UTC: the wall clock of the clip's first frame (file mtime)
 T0 = 1_700_000_000.0
 #: a person (a real face) is on screen during these media-second windows
 EVENTS = [(3.0, 8.0), (11.0, 14.0), (20.0, 24.0)]
-SETTINGS = IngestSettings(sample_fps=4, min_segment_s=0.5, max_segment_s=2.0, objects=False, ocr=False, asr=False,
-                          body=False)
+PERCEPTION = {"sample_fps": 4, "min_segment_s": 0.5, "max_segment_s": 2.0, "objects": {"type": "none"},
+              "ocr": {"type": "none"}, "asr": {"type": "none"}, "body": {"type": "none"}}
 
 
 def service_for(store: MemoryStore, **policy: object) -> NotificationService:
@@ -37,8 +38,8 @@ def writes(tmp_path_factory: pytest.TempPathFactory) -> list[SegmentWrite]:
     directory = tmp_path_factory.mktemp("door")
     clip = make_event_clip(directory / "door.mp4", EVENTS, seconds=26.0, mtime=T0)
     committed: list[SegmentWrite] = []
-    with MemoryStore(str(directory / "lancedb"), HashEmbedder(64)) as store:
-        report = ingest_file(clip, store, SETTINGS, camera_id="door", on_commit=committed.append)
+    with engine_for(directory, Overrides(on_commit=committed.append), perception=PERCEPTION) as engine:
+        report = engine.ingest_file(clip, "door")
     assert report.done and report.entities == ["person_0001"]
     return committed
 
@@ -72,7 +73,9 @@ def test_one_delivery_per_event_and_a_second_one_only_after_the_cooldown(writes:
     assert by_event[2][0] == ("sent", "sent") and set(by_event[2][1:]) <= {("suppressed", "duplicate")}
     sent = service.procedural.decisions(0, "sent")
     assert [round(d.payload["t_start"]) for d in sent] == [3, 20]
-    assert all(d.entity_id == "person_0001" and d.keyframe_id.startswith("kf_") for d in sent)
+    # one notification per event, naming everyone involved
+    assert all(d.entity_id == "*" and d.payload["entities"] == ["person_0001"] and d.keyframe_id.startswith("kf_")
+               for d in sent)
     assert all(d.channels == {"poll": "delivered"} and "someone is at the door" in d.message for d in sent)
     stored = service.procedural.decisions(0)
     assert [d.reason for d in stored] == [d.reason for d in decisions]  # every decision is kept with its reason

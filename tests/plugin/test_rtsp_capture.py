@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from memory import HashEmbedder, MemoryStore
-from perception import IngestSettings
-from perception.sources import SourceError
-from plugin.worker import Worker
+from perception.media.sources import SourceError
+from tests.conftest import engine_for
 
 HELPER = Path(__file__).parent / "rtsp_server_gst.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -31,10 +28,8 @@ def _gst_available() -> bool:
 pytestmark = pytest.mark.skipif(not _gst_available(), reason="GStreamer RTSP server not installed (see .ci/run)")
 
 
-def light_settings() -> IngestSettings:
-    """Vision-only settings with short segments, so a few seconds of stream give several segments."""
-    return IngestSettings(sample_fps=4, min_segment_s=0.5, max_segment_s=1.0, faces=False, objects=False,
-                          ocr=False, asr=False, body=False)
+#: vision only, with short segments, so a few seconds of stream give several segments
+LIGHT = {"sample_fps": 4, "min_segment_s": 0.5, "max_segment_s": 1.0, "level": "light"}
 
 
 def free_port() -> int:
@@ -83,17 +78,13 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 def test_rtsp_capture_writes_segments_survives_a_server_restart_and_never_stores_the_password(
     tmp_path: Path, rtsp: RTSPServer
 ) -> None:
-    events: list[tuple[str, str]] = []
-    online = threading.Event()
-
-    def on_event(camera: str, event: str, detail: str) -> None:
-        events.append((camera, event))
-        if event == "online":
-            online.set()
-
     url = f"rtsp://alice:s3cret@127.0.0.1:{rtsp.port}/live"
-    with MemoryStore(str(tmp_path / "mem"), HashEmbedder(64)) as store:
-        worker = Worker(store, light_settings(), on_source_event=on_event)
+    with engine_for(tmp_path, perception=LIGHT) as engine:
+        store, worker = engine.store, engine.worker
+
+        def sent() -> list[str]:  # the offline/online notifications the engine's resolver sent
+            return [d.rule_id for d in engine.notifications.procedural.decisions(0, "sent")]
+
         try:
             info = worker.start_capture(url, "door", {"read_timeout_s": 2, "open_timeout_s": 5, "backoff_s": 0.2,
                                                       "backoff_max_s": 1})
@@ -104,13 +95,13 @@ def test_rtsp_capture_writes_segments_survives_a_server_restart_and_never_stores
             assert before is not None
 
             rtsp.stop()
-            wait_for(lambda: ("door", "offline") in events, 15, "the offline event")
+            wait_for(lambda: "rule_source_offline" in sent(), 15, "the offline notification")
             status = worker.status("door")[0]
             assert status.state == "running" and status.stats["state"] == "reconnecting"
             assert status.error and "s3cret" not in status.error
 
             rtsp.start()
-            assert online.wait(30), "capture did not come back after the server restarted"
+            wait_for(lambda: "rule_source_online" in sent(), 30, "the capture coming back after the server restarted")
             wait_for(lambda: (store.resume_point(key) or 0) >= before + 2, 30, "segments after the reconnect")
             assert worker.status("door")[0].stats["reconnects"] >= 1
             stopped = worker.stop_capture("door")
@@ -127,8 +118,8 @@ def test_rtsp_capture_writes_segments_survives_a_server_restart_and_never_stores
 
 
 def test_a_wrong_password_fails_fast_with_a_redacted_message(tmp_path: Path, rtsp: RTSPServer) -> None:
-    with MemoryStore(str(tmp_path / "mem"), HashEmbedder(64)) as store:
-        worker = Worker(store, light_settings())
+    with engine_for(tmp_path, perception=LIGHT) as engine:
+        worker = engine.worker
         with pytest.raises(SourceError) as err:
             worker.start_capture(f"rtsp://alice:wrong@127.0.0.1:{rtsp.port}/live", "door", {"open_timeout_s": 5})
         assert "401" in str(err.value) or "Unauthorized" in str(err.value)
@@ -137,10 +128,10 @@ def test_a_wrong_password_fails_fast_with_a_redacted_message(tmp_path: Path, rts
 
 
 def test_a_silent_rtsp_host_times_out_instead_of_hanging(tmp_path: Path) -> None:
-    with socket.socket() as hole, MemoryStore(str(tmp_path / "mem"), HashEmbedder(64)) as store:
+    with socket.socket() as hole, engine_for(tmp_path, perception=LIGHT) as engine:
         hole.bind(("127.0.0.1", 0))
         hole.listen(1)  # accepts TCP but never answers
-        worker = Worker(store, light_settings())
+        worker = engine.worker
         with pytest.raises(SourceError) as err:
             worker.start_capture(f"rtsp://127.0.0.1:{hole.getsockname()[1]}/x", "void",
                                  {"open_timeout_s": 1, "read_timeout_s": 1})

@@ -15,7 +15,7 @@ from memory.local_consolidator import LocalConsolidator
 from plugin.cli import main
 from plugin.manifest import load_manifest
 from plugin.semantic import SemanticRunner, SemanticSettings, runner_from_manifest
-from plugin.server import open_store
+from plugin.engine import open_store
 from tests.conftest import CLIP, write_manifest
 from tests.memory.semantic_stream import Stream, week
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import CLIP, write_manifest
+from tests.conftest import CLIP, engine_for, write_manifest
 from tests.perception.fake_vlm_server import FakeVLMServer, prompt_text
 from tests.plugin.test_transports import cli
 
@@ -37,9 +37,9 @@ def test_ingest_describes_segments_with_the_configured_vlm_and_keeps_the_key_sec
     assert "sk-vlm-secret" not in result.stderr + result.stdout
 
     from plugin.manifest import load_manifest
-    from plugin.server import open_store
+    from plugin.engine import open_store
 
-    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "unused")
+    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "${RW_VLM_KEY:unused}")
     manifest.write_text(env_manifest)
     store = open_store(load_manifest(manifest))
     try:
@@ -47,67 +47,62 @@ def test_ingest_describes_segments_with_the_configured_vlm_and_keeps_the_key_sec
         hits = store.search("performer on a lit stage", limit=3)
     finally:
         store.close()
-    assert [re.sub(r"^\S+ ", "", s) for s in summaries] == [f"VLMSEG{n} a performer on a lit stage" for n in range(4)]
+    assert len(summaries) >= 4
+    assert [re.sub(r"^\S+ ", "", s) for s in summaries] == [f"VLMSEG{n} a performer on a lit stage"
+                                                            for n in range(len(summaries))]
     assert hits and "VLMSEG" in hits[0].text
 
 
-def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after(tmp_path: Path) -> None:
-    from memory import HashEmbedder, MemoryStore
-    from perception import IngestSettings, ingest_file
-    from perception.context import PerceptionRuntime
-    from perception.scheduler import Scheduler
-    from perception.vlm import VLMClient
-    from perception.vlm_describer import VLMSegmentStage
+LIVE = {"mode": "live_latency", "ocr": {"type": "none"}, "asr": {"type": "none"}, "objects": {"type": "none"},
+        "body": {"type": "none"}}
 
+
+def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after(tmp_path: Path) -> None:
     clip = tmp_path / "stage.mp4"
     shutil.copy(CLIP, clip)
-    settings = IngestSettings(ocr=False, asr=False, objects=False, body=False)
-    committed: list[str] = []
-    with FakeVLMServer(require_images=True, responder=responder) as fake, \
-            MemoryStore(str(tmp_path / "db"), HashEmbedder(32)) as store:
-        runtime = PerceptionRuntime(scheduler=Scheduler("live_latency", "full"))
-        client = VLMClient(base_url=fake.base_url, model="fake-vlm", api_key="k", max_attempts=1)
-        stage = VLMSegmentStage(client, runtime.builder, runtime.steering)
+    engines: list[Any] = []
+    lock_free: list[bool] = []
 
-        def on_commit(write: Any) -> None:  # hooks see the identity-phase write, before enrichment
-            committed.append(write.trace.summary)
+    def unlocked_responder(body: dict[str, Any]) -> dict[str, Any]:
+        lock = engines[0].identity.lock  # the VLM call must not hold up other cameras' identity decisions
+        got = lock.acquire(blocking=False)
+        lock_free.append(got)
+        if got:
+            lock.release()
+        return responder(body)
 
-        try:
-            report = ingest_file(clip, store, settings, camera_id="stage", on_commit=on_commit, vlm_stage=stage,
-                                 scheduler=runtime.scheduler)
-        finally:
-            client.close()
-        traces = store.timeline()
-        people = store.list_entities()
-    analysed = runtime.scheduler.counters()["analysed"]
-    assert report.segments_written == len(traces) == len(committed) == 4
-    assert not any("VLMSEG" in text for text in committed)  # phase one: local describer text
+    with FakeVLMServer(require_images=True, responder=unlocked_responder) as fake:
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "k", "max_attempts": 1}
+        with engine_for(tmp_path, perception=LIVE, vlm=vlm) as engine:
+            engines.append(engine)
+            committed: list[Any] = []
+            hooks = engine.pipeline.on_commit
+            object.__setattr__(engine.pipeline, "on_commit", lambda w: (committed.append(w), hooks(w)))
+            report = engine.ingest_file(clip, "stage")
+            traces = engine.store.timeline()
+            people = engine.store.list_entities()
+            analysed = engine.perception.scheduler.counters()["analysed"]
+    first = [w for w in committed if not w.enrichment]
+    second = [w for w in committed if w.enrichment]
+    assert report.segments_written == len(traces) == len(first)
+    assert not any("VLMSEG" in w.trace.summary for w in first)  # phase one: local describer text
+    assert all("VLMSEG" in w.trace.summary and not w.entities for w in second)  # phase two: text only
     enriched = [t for t in traces if "VLMSEG" in t.summary]
-    assert len(enriched) == analysed == len(fake.requests)  # phase two replaced the text of each analysed one
+    assert len(enriched) == len(second) == analysed == len(fake.requests)
     assert people and all(p.sightings >= 1 for p in people)  # identities from phase one stand
+    assert lock_free and all(lock_free)
 
 
 def test_a_failing_vlm_never_loses_a_segment_in_live_latency(tmp_path: Path) -> None:
-    from memory import HashEmbedder, MemoryStore
-    from perception import IngestSettings, ingest_file
-    from perception.context import PerceptionRuntime
-    from perception.scheduler import Scheduler
-    from perception.vlm import VLMClient
-    from perception.vlm_describer import VLMSegmentStage
     from tests.perception.fake_vlm_server import Reply
 
     clip = tmp_path / "stage.mp4"
     shutil.copy(CLIP, clip)
-    with FakeVLMServer() as fake, MemoryStore(str(tmp_path / "db"), HashEmbedder(32)) as store:
-        fake.enqueue(*[Reply(status=500) for _ in range(20)])
-        runtime = PerceptionRuntime(scheduler=Scheduler("live_latency", "full"))
-        client = VLMClient(base_url=fake.base_url, model="fake-vlm", api_key="k", max_attempts=1)
-        try:
-            report = ingest_file(clip, store, IngestSettings(ocr=False, asr=False, objects=False, body=False),
-                                 vlm_stage=VLMSegmentStage(client, runtime.builder, runtime.steering),
-                                 scheduler=runtime.scheduler)
-        finally:
-            client.close()
-        traces = store.timeline()
-    assert report.segments_written == len(traces) == 4
+    with FakeVLMServer() as fake:
+        fake.enqueue(*[Reply(status=500) for _ in range(40)])
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "k", "max_attempts": 1}
+        with engine_for(tmp_path, perception=LIVE, vlm=vlm) as engine:
+            report = engine.ingest_file(clip, "stage")
+            traces = engine.store.timeline()
+    assert report.segments_written == len(traces) >= 4
     assert all(t.summary and "VLMSEG" not in t.summary for t in traces)

@@ -122,7 +122,7 @@ def test_a_webhook_that_fails_twice_receives_the_notification_exactly_once_with_
     assert verify_signature(SECRET, headers["X-ReflectWorld-Timestamp"], body, headers["X-ReflectWorld-Signature"])
     assert not verify_signature("wrong", headers["X-ReflectWorld-Timestamp"], body, headers["X-ReflectWorld-Signature"])
     payload = json.loads(body)["notification"]
-    assert payload["id"] == decision.id and payload["entity_id"] == "person_0001" and payload["severity"] == "warning"
+    assert payload["id"] == decision.id and payload["entity_id"] == "*" and payload["entities"] == ["person_0001"] and payload["severity"] == "warning"
     assert payload["keyframe_id"] == "kf_000000000000"
     frame = cv2.imdecode(np.frombuffer(base64.b64decode(payload["keyframe_jpeg_base64"]), np.uint8), cv2.IMREAD_COLOR)
     assert frame is not None and frame.shape == (48, 64, 3)

@@ -13,7 +13,8 @@ from memory.chapters import ChapterSettings, build_chapters
 from memory.consolidate import ConsolidationEngine
 from memory.local_consolidator import LocalConsolidator
 from plugin.manifest import load_manifest
-from plugin.server import create_server, open_store
+from plugin.server import create_server
+from plugin.engine import open_store
 from tests.conftest import write_manifest
 from tests.memory.semantic_stream import Stream, run, week
 

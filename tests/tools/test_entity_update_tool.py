@@ -10,15 +10,15 @@ import pytest
 from mcp import Client
 
 from memory.search import sql_literal
-from perception import IngestSettings, ingest_file
 from plugin.manifest import load_manifest
-from plugin.server import create_server, open_store
-from tests.conftest import CLIP, DATA, write_manifest
+from plugin.server import create_server
+from plugin.engine import open_store
+from tests.conftest import CLIP, DATA, engine_for, write_manifest
 
 pytestmark = pytest.mark.anyio
 LIN = str(DATA / "faces" / "lin-manuel-miranda.png")
 ALEX = str(DATA / "faces" / "alex-lacamoire.png")
-SETTINGS = IngestSettings(ocr=False, asr=False, max_segment_s=2.5)
+PERCEPTION = {"ocr": {"type": "none"}, "asr": {"type": "none"}, "max_segment_s": 2.5}
 
 
 @pytest.fixture
@@ -30,19 +30,16 @@ def anyio_backend() -> str:
 def clip_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The clip ingested once (faces + objects + bodies) with both reference stills enrolled first."""
     from memory.identity_ops import enrol_face
-    from perception.identity import reference_views
+    from perception.identity.reference import reference_views
 
     directory = tmp_path_factory.mktemp("idclip")
     shutil.copy(CLIP, directory / "stage.mp4")
-    manifest = load_manifest(write_manifest(directory))
-    store = open_store(manifest)
-    try:
+    with engine_for(directory, perception=PERCEPTION) as engine:
         for name, still in (("Lin-Manuel Miranda", LIN), ("Alex Lacamoire", ALEX)):
             (embedding, quality), *views = reference_views(still)
-            enrol_face(store, name, embedding, quality, reference=still, views=views)
-        ingest_file(directory / "stage.mp4", store, SETTINGS, camera_id="stage")
-    finally:
-        store.close()
+            enrol_face(engine.store, name, embedding, quality, reference=still, views=views)
+        engine.identity_edited()
+        engine.ingest_file(directory / "stage.mp4", "stage")
     return directory
 
 

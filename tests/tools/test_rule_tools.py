@@ -12,7 +12,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from memory import HashEmbedder, MemoryStore
 from memory.models import Entity, Keyframe, SegmentWrite, Trace
-from plugin.delivery import NOTIFICATIONS_URI
+from memory.procedural import NOTIFICATIONS_URI
 from plugin.manifest import load_manifest
 from plugin.notify import NotificationService
 from plugin.server import create_server
@@ -125,7 +125,7 @@ async def test_notify_poll_returns_within_its_wait_when_a_notification_arrives(t
             resource = await client.read_resource(NOTIFICATIONS_URI)
     assert polled["timed_out"] is False
     [notification] = polled["notifications"]
-    assert notification["id"] == sent_id and notification["entity_id"] == "person_0001"
+    assert notification["id"] == sent_id and notification["entity_id"] == "*" and notification["entities"] == ["person_0001"]
     assert notification["keyframe_id"] == "kf_000000000001" and polled["cursor"] == notification["seq"]
     assert events and isinstance(events[0], ResourceUpdated) and events[0].uri == NOTIFICATIONS_URI
     shown = json.loads(resource.contents[0].text)

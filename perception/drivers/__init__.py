@@ -1,0 +1,1 @@
+"""Segments → memory: the per-segment analyzer and the file and live drivers."""

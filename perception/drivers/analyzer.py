@@ -1,0 +1,427 @@
+"""Per-segment analysis shared by every driver, and the pipeline bundle the drivers run on.
+
+:class:`Pipeline` is the frozen bundle of collaborators one engine hands to every driver: the
+store, the perception settings, the per-user :class:`~perception.identity.service.IdentityService`,
+the models, the scheduler, the VLM stage, the rule hooks and the post-commit hooks. Only
+``plugin.engine.Engine`` builds one; drivers and the worker only read it.
+
+:class:`SegmentAnalyzer` turns one :class:`~perception.segmenting.segment.Segment` into one
+:class:`~memory.models.SegmentWrite`: key frames → faces, objects, person bodies and text on each
+key frame, speech over the segment's audio → resolver (the only identity writer) → local
+describer or VLM. It holds the per-source state (camera, wall clock, pending identity evidence)
+and knows nothing of where frames come from, so the file and live drivers share it unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Protocol
+
+import cv2
+import numpy as np
+
+from memory.models import Entity, EntityKind, GalleryFace, IngestState, Keyframe, Observation, SegmentWrite, Trace, stable_id
+from perception.describe.anchoring import Anchor
+from perception.describe.local import Description, FrameFaces, LocalDescriber, SegmentFacts, format_ts
+from perception.describe.vlm_stage import VLMSegmentResult, VLMSegmentStage, enrich_write, vlm_signals
+from perception.detectors.asr import Transcript
+from perception.detectors.backends import Perceivers, load_perceivers
+from perception.detectors.body import body_quality
+from perception.detectors.faces import FaceDetector, FaceEmbedder
+from perception.detectors.objects import ObjectDetection
+from perception.identity.resolver import FaceInput, Resolver
+from perception.identity.service import IdentityService
+from perception.segmenting.keyframes import encode_jpeg, select_keyframes
+from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
+from perception.segmenting.segment import Segment
+from perception.settings import PerceptionConfig
+
+__all__ = ["AnalysisStore", "Models", "Pipeline", "RuleInterest", "SegmentAnalyzer"]
+
+logger = logging.getLogger(__name__)
+
+#: ``rule_interest(camera_id, people_last_segment, objects_last_segment)``: could an active rule match?
+RuleInterest = Callable[[str, int, Sequence[str]], bool]
+
+
+class AnalysisStore(Protocol):
+    """The store operations ingestion uses (``memory.MemoryStore`` implements them)."""
+
+    def write_segment(self, seg: SegmentWrite) -> None: ...
+    def ingest_state(self, source: str) -> IngestState | None: ...
+    def resume_point(self, source: str) -> int | None: ...
+    def reset_source(self, source: str) -> None: ...
+    def mark_source_done(self, source: str, camera_id: str = "") -> None: ...
+    def face_gallery(self) -> list[GalleryFace]: ...
+    def next_entity_id(self, kind: EntityKind, key: str | None = None) -> str: ...
+    def get_entity(self, entity_id: str) -> Entity: ...
+
+
+class Models:
+    """The per-segment models of one pipeline, loaded on first use and shared by its drivers."""
+
+    def __init__(self, settings: PerceptionConfig) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._faces: tuple[FaceDetector | None, FaceEmbedder | None] | None = None
+        self._perceivers: Perceivers | None = None
+
+    def faces(self) -> tuple[FaceDetector | None, FaceEmbedder | None]:
+        """YuNet + SFace, or ``(None, None)`` when faces are off or the models are unavailable."""
+        with self._lock:
+            if self._faces is None:
+                self._faces = (None, None)
+                if self.settings.faces_on:
+                    detector, embedder = _face_models()
+                    if detector.available and embedder.available:
+                        self._faces = (detector, embedder)
+            return self._faces
+
+    def perceivers(self) -> Perceivers:
+        """Objects, OCR, speech and body models the settings ask for (each ``None`` when off)."""
+        with self._lock:
+            if self._perceivers is None:
+                self._perceivers = load_perceivers(self.settings)
+            return self._perceivers
+
+
+@lru_cache(maxsize=1)
+def _face_models() -> tuple[FaceDetector, FaceEmbedder]:
+    """YuNet + SFace, loaded once per process (analysis of one engine runs under its identity lock)."""
+    return FaceDetector(), FaceEmbedder()
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Everything a driver needs to turn segments into memory (built by the engine only)."""
+
+    store: AnalysisStore
+    settings: PerceptionConfig
+    identity: IdentityService
+    models: Models
+    #: the segment gate and its counters; ``None`` analyses every segment at the settings' level
+    scheduler: Scheduler | None = None
+    #: the VLM describer stage (manifest ``vlm``); ``None`` = the local describer
+    vlm_stage: VLMSegmentStage | None = None
+    #: ``camera_id -> active rule texts`` surfaced into the VLM prompt
+    active_rules: Callable[[str], list[str]] | None = None
+    #: whether a segment could match an active rule (such a segment is never skipped)
+    rule_interest: RuleInterest | None = None
+    #: called with each committed write (rules, semantic memory, live perception state)
+    on_commit: Callable[[SegmentWrite], None] | None = None
+    #: called with ``(source, camera_id)`` when a finite source was ingested to its end
+    on_source_done: Callable[[str, str], None] | None = None
+
+    def analyzer(self, source: str, camera_id: str, wall_clock: Callable[[float], float],
+                 size: int | None = None, mtime: float | None = None) -> SegmentAnalyzer:
+        """A fresh analyzer for one source of this pipeline."""
+        return SegmentAnalyzer(source=source, camera_id=camera_id, pipeline=self, wall_clock=wall_clock,
+                               size=size, mtime=mtime)
+
+    def commit(self, write: SegmentWrite) -> None:
+        """Run the post-commit hooks on a committed write."""
+        if self.on_commit is not None:
+            self.on_commit(write)
+
+    def source_done(self, source: str, camera_id: str) -> None:
+        """Tell the post-commit side that a finite source ended (its last event becomes a chapter)."""
+        if self.on_source_done is not None:
+            self.on_source_done(source, camera_id)
+
+
+@dataclass
+class SegmentAnalyzer:
+    """Analyses the segments of one source into idempotent segment writes.
+
+    ``wall_clock(t)`` maps a media time to wall-clock epoch seconds (files: mtime + t; live
+    sources: the capture time). ``size``/``mtime`` identify a file source (``None`` for streams).
+    """
+
+    source: str
+    camera_id: str
+    pipeline: Pipeline
+    wall_clock: Callable[[float], float]
+    size: int | None = None
+    mtime: float | None = None
+    describer: LocalDescriber = field(default_factory=LocalDescriber)
+    seen: set[str] = field(default_factory=set)
+    #: end of the previous segment, how many people and which objects it had (scheduler signals)
+    last_t_end: float | None = None
+    last_people: int = 0
+    last_objects: list[str] = field(default_factory=list)
+    #: live_latency: the deferred VLM enrichment of the segment just analysed
+    _enrichment: Callable[[SegmentWrite], SegmentWrite | None] | None = None
+
+    def __post_init__(self) -> None:
+        p = self.pipeline
+        self.settings, self.store, self.identity = p.settings, p.store, p.identity
+        self.scheduler, self.vlm_stage, self.active_rules = p.scheduler, p.vlm_stage, p.active_rules
+        self.resolver: Resolver = p.identity.resolver()
+        self.detector: FaceDetector | None = None
+        self.embedder: FaceEmbedder | None = None
+        self.perceivers: Perceivers | None = None
+
+    def analyse(self, segment: Segment) -> SegmentWrite:
+        """Key frames, faces, objects, text, speech, identity and description of one segment, as one write."""
+        if self.perceivers is None:
+            self.detector, self.embedder = self.pipeline.models.faces()
+            self.perceivers = self.pipeline.models.perceivers()
+        self._enrichment = None
+        return _analyse(self, segment)
+
+    @property
+    def two_phase(self) -> bool:
+        """``live_latency`` with a VLM: identities are committed before the VLM describes the segment."""
+        return self.scheduler is not None and self.scheduler.mode == "live_latency"
+
+    def commit(self, segment: Segment) -> SegmentWrite:
+        """Analyse and store one segment, then run the post-commit hooks; returns the identity-phase write.
+
+        ``offline_quality``: one write, analysis and commit under the identity lock. ``live_latency``
+        with a VLM: the identity-critical write is committed first under the lock; the VLM call runs
+        outside it and its text (and rule signals) are reconciled in a second write with the same
+        ids, which the hooks see as an enrichment. A failed enrichment leaves the first write standing.
+        """
+        lock = self.identity.lock
+        with lock:
+            self.identity.check()
+            first = self.analyse(segment)
+            self.store.write_segment(first)
+        self.pipeline.commit(first)
+        enrich, self._enrichment = self._enrichment, None
+        if enrich is None:
+            return first
+        try:
+            enriched = enrich(first)
+        except Exception:  # the VLM path must never lose a committed segment
+            logger.exception("enrichment of segment %d failed; keeping the identity-phase write", segment.index)
+            return first
+        if enriched is not None:
+            with lock or nullcontext():
+                self.store.write_segment(enriched)
+            self.pipeline.commit(enriched)
+        return first
+
+
+def _entity(run: SegmentAnalyzer, entity_id: str) -> Entity | None:
+    """The current record of an entity (identity service cache, then store); ``None`` when unknown."""
+    return run.identity.entity(entity_id)
+
+
+def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: str) -> tuple[
+        list[FaceInput], list[ObjectDetection], list[str]]:
+    """Faces (with body evidence), objects and text lines of one key frame."""
+    models = run.perceivers or Perceivers()
+    objects: list[ObjectDetection] = models.objects.detect(image) if models.objects is not None else []
+    people = [o for o in objects if o.label == "person"]
+    faces: list[FaceInput] = []
+    if run.detector is not None and run.embedder is not None:
+        for det in run.detector.detect(image):
+            # Only faces the resolver may use are embedded; the rest are still counted.
+            vec = run.embedder.embed(image, det) if run.resolver.identifiable(det) else None
+            body, body_q = None, 0.0
+            box = _person_box(det.box, people)
+            if vec is not None and box is not None and models.body is not None:
+                body = models.body.describe(image, box.box)
+                body_q = body_quality(box.box, box.score)
+            faces.append(FaceInput(det, vec, t, kf_id, body=body, body_quality=body_q,
+                                   sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
+    lines = [line.text for line in models.ocr.read(image)] if models.ocr is not None else []
+    return faces, objects, lines
+
+
+#: a gap in media time longer than this starts a new event (the scheduler always analyses its first segment)
+EVENT_GAP_S = 60.0
+
+
+def _gate(run: SegmentAnalyzer, segment: Segment) -> str:
+    """``skip`` / ``light`` / ``full`` for this segment; the scheduler decides and counts.
+
+    ``full`` runs every configured model; ``light`` only describes the key frames (with the VLM
+    when one is configured); ``skip`` keeps the local describer. Every segment is still committed,
+    with its key frames, so the timeline has no holes and resuming stays exact.
+    """
+    if run.scheduler is None:
+        return "full"
+    first = run.last_t_end is None or segment.t_start - run.last_t_end > EVENT_GAP_S
+    interest = run.pipeline.rule_interest
+    signals = SegmentSignals(
+        first_of_event=first, motion=segment_motion([f.image_bgr for f in segment.frames]),
+        audio_rms=audio_rms(segment.audio), speech=segment.speech, detections=run.last_people,
+        scene_cut=segment.cut_score >= run.settings.scene_threshold,
+        rule_relevant=interest is not None and interest(run.camera_id, run.last_people, run.last_objects))
+    return run.scheduler.decide(signals).action
+
+
+def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: set[int]) -> list[FaceInput]:
+    """Faces on up to ``identity_frames`` evenly spaced non-key frames (no key-frame id, no body)."""
+    n = run.settings.identity_frames
+    if n == 0 or run.detector is None or run.embedder is None:
+        return []
+    others = [f for f in segment.frames if id(f) not in key_frames]
+    if len(others) > n:
+        others = [others[round(i * (len(others) - 1) / max(n - 1, 1))] for i in range(n)]
+    faces: list[FaceInput] = []
+    for frame in others:
+        image = frame.image_bgr
+        for det in run.detector.detect(image):
+            if run.resolver.identifiable(det):
+                faces.append(FaceInput(det, run.embedder.embed(image, det), frame.t, None,
+                                       sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
+    return faces
+
+
+def _person_box(face_box: tuple[int, int, int, int], people: list[ObjectDetection]) -> ObjectDetection | None:
+    """The smallest person box that contains the face's centre."""
+    cx, cy = face_box[0] + face_box[2] / 2, face_box[1] + face_box[3] / 2
+    inside = [p for p in people if p.box[0] <= cx <= p.box[0] + p.box[2] and p.box[1] <= cy <= p.box[1] + p.box[3]]
+    return min(inside, key=lambda p: p.box[2] * p.box[3], default=None)
+
+
+def _face_sharpness(image: np.ndarray, box: tuple[int, int, int, int]) -> float | None:
+    x, y, w, h = box
+    crop = image[max(0, y):max(0, y + h), max(0, x):max(0, x + w)]
+    if crop.size == 0:
+        return None
+    grey = cv2.cvtColor(cv2.resize(crop, (64, 64), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
+    return float(cv2.Laplacian(grey, cv2.CV_64F).var())
+
+
+def _transcribe(run: SegmentAnalyzer, segment: Segment) -> Transcript:
+    models = run.perceivers or Perceivers()
+    audio = getattr(segment, "audio", None)
+    if models.asr is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
+        return Transcript()
+    return models.asr.transcribe(audio).shifted(segment.t_start)
+
+
+def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
+    """Run every perceiver, the resolver and the describer on one segment; build its write."""
+    s, src, idx = run.settings, run.source, segment.index
+    wall = run.wall_clock(segment.t_start)
+    picks = select_keyframes(segment.frames, s.keyframes_per_segment, s.keyframe_min_gap_s)
+    kf_ids = [stable_id("kf_", src, idx, pos) for pos in range(len(picks))]
+
+    action = _gate(run, segment)
+    deep = action == "full"  # detectors, re-ID and speech; "light" still gets the (VLM) describer
+    faces: list[FaceInput] = []
+    per_frame: list[tuple[int, int]] = []  # (start, end) into faces for each key frame
+    labels: dict[str, int] = {}  # object label → most seen on one key frame
+    text_lines: list[str] = []
+    for pick, kf_id in zip(picks, kf_ids):
+        found, objects, lines = _perceive_frame(run, pick.frame.image_bgr, pick.frame.t, kf_id) if deep else ([], [], [])
+        per_frame.append((len(faces), len(faces) + len(found)))
+        faces.extend(found)
+        for label in dict.fromkeys(o.label for o in objects):
+            labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
+        text_lines.extend(line for line in lines if line not in text_lines)
+    transcript = _transcribe(run, segment) if deep else Transcript()
+    extra = _identity_faces(run, segment, {id(p.frame) for p in picks}) if deep else []
+    ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
+    run.last_t_end, run.last_people = segment.t_end, max(len(ids.entity_ids), labels.get("person", 0))
+    run.last_objects = list(labels)
+
+    # Entities: follow merges, then update last_seen once per segment (sightings: the store counts).
+    canonical: dict[str, str] = {}
+    entities: list[Entity] = []
+    for entity_id in ids.entity_ids:
+        existing = None if entity_id in ids.new_entity_ids else _entity(run, entity_id)
+        if existing is None:
+            entity = Entity(id=entity_id, kind="person", description=f"person first seen on {run.camera_id} "
+                            f"at {format_ts(segment.t_start)}", first_seen=wall, last_seen=wall, sightings=1,
+                            cameras=[run.camera_id])
+        else:
+            cameras = existing.cameras if run.camera_id in existing.cameras else [*existing.cameras, run.camera_id]
+            entity = existing.model_copy(update={"last_seen": max(existing.last_seen, wall),
+                                                 "first_seen": min(existing.first_seen or wall, wall),
+                                                 "sightings": existing.sightings + 1, "cameras": cameras})
+        canonical[entity_id] = entity.id
+        if entity.id not in {e.id for e in entities}:
+            entities.append(entity)
+        run.identity.remember(entity)
+        run.seen.add(entity.id)
+    assigned = [canonical.get(e, e) if e is not None else None for e in ids.assignments]
+
+    analysed = [
+        FrameFaces(t=pick.frame.t, width=pick.frame.image_bgr.shape[1], height=pick.frame.image_bgr.shape[0],
+                   faces=[f.detection for f in faces[b:e]], entity_ids=assigned[b:e])
+        for pick, (b, e) in zip(picks, per_frame)
+    ]
+    names = {e.id: e.name for e in entities if e.name}
+    facts = SegmentFacts(t_start=segment.t_start, t_end=segment.t_end, images=[f.image_bgr for f in segment.frames],
+                         analysed=analysed, names=names, first=idx == 0,
+                         scene_cut=segment.cut_score >= s.scene_threshold,
+                         faces_enabled=run.detector is not None, objects=labels, text_lines=text_lines,
+                         transcript=transcript.text)
+    use_vlm = run.vlm_stage is not None and action != "skip"
+    vlm: VLMSegmentResult | None = None
+    if use_vlm and not run.two_phase:
+        vlm = _vlm_result(run, facts, [p.frame.image_bgr for p in picks], faces, per_frame, assigned,
+                          [e.id for e in entities])
+        text = vlm.description
+    else:
+        text = run.describer.describe(facts)
+    if use_vlm and run.two_phase:  # live_latency: commit identities now, let the VLM enrich the text after
+        images, entity_list = [p.frame.image_bgr for p in picks], [e.id for e in entities]
+        run._enrichment = lambda first: enrich_write(first, _vlm_result(run, facts, images, faces, per_frame,
+                                                                        assigned, entity_list))
+
+    keyframes = [
+        Keyframe(id=kf_id, camera_id=run.camera_id, source=src, segment_index=idx, t=pick.frame.t,
+                 wall_time=run.wall_clock(pick.frame.t), quality=pick.quality, width=pick.frame.image_bgr.shape[1],
+                 height=pick.frame.image_bgr.shape[0],
+                 entity_ids=list(dict.fromkeys(e for e in a.entity_ids if e is not None)),
+                 jpeg=encode_jpeg(pick.frame.image_bgr, s.jpeg_max_side, s.jpeg_quality))
+        for pick, kf_id, a in zip(picks, kf_ids, analysed)
+    ]
+    entity_ids = [e.id for e in entities]
+    observations = [
+        Observation(id=stable_id("obs_", src, idx, eid), entity_id=eid, camera_id=run.camera_id, source=src,
+                    segment_index=idx, t_start=segment.t_start, t_end=segment.t_end, wall_start=wall,
+                    text=text.observations[eid], keyframe_ids=[k.id for k in keyframes if eid in k.entity_ids],
+                    confidence=round(_confidence(ids.similarity, canonical, eid), 4))
+        for eid in entity_ids if eid in text.observations
+    ]
+    models = run.perceivers or Perceivers()
+    full = deep and (run.detector is not None or models.objects is not None)
+    trace = Trace(id=stable_id("trc_", src, idx), camera_id=run.camera_id, source=src, segment_index=idx,
+                  t_start=segment.t_start, t_end=segment.t_end, wall_start=wall, summary=text.summary,
+                  entity_ids=entity_ids, objects=list(labels), ocr_text=" | ".join(text_lines),
+                  transcript=transcript.text, quotes=transcript.sentences, keyframe_ids=kf_ids,
+                  level="full" if full else "light")
+    gallery = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)}) for g in ids.gallery_faces]
+    bodies = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)}) for g in ids.gallery_bodies]
+    decisions = [d.model_copy(update={"entity_id": canonical.get(d.entity_id, d.entity_id)}) for d in ids.decisions]
+    logger.debug("segment %d %.2f–%.2fs: %d key frames, %d faces, entities %s, objects %s", idx, segment.t_start,
+                 segment.t_end, len(keyframes), len(faces), entity_ids, list(labels))
+    return SegmentWrite(source=src, camera_id=run.camera_id, segment_index=idx, trace=trace,
+                        observations=observations, keyframes=keyframes, entities=entities, gallery_faces=gallery,
+                        gallery_bodies=bodies, decisions=decisions, source_size=run.size, source_mtime=run.mtime,
+                        vlm_signals=vlm_signals(vlm), risk=vlm.risk if vlm is not None else "none",
+                        people=max([len(entity_ids), labels.get("person", 0), *(e - b for b, e in per_frame)]))
+
+
+def _confidence(similarity: dict[str, float], canonical: dict[str, str], entity_id: str) -> float:
+    values = [v for k, v in similarity.items() if canonical.get(k, k) == entity_id]
+    return max(values, default=0.0)
+
+
+def _vlm_result(run: SegmentAnalyzer, facts: SegmentFacts, keyframes: list[np.ndarray], faces: list[FaceInput],
+                per_frame: list[tuple[int, int]], assigned: list[str | None], entity_ids: list[str]) -> VLMSegmentResult:
+    """Run the VLM stage on one segment and update its working memory."""
+    stage = run.vlm_stage
+    assert stage is not None
+    anchors = [Anchor(f"A{i + 1}", "face", k, tuple(int(v) for v in faces[i].detection.box[:4]),
+                      candidates=tuple(entity_ids), entity_id=assigned[i])
+               for k, (b, e) in enumerate(per_frame) for i in range(b, e)]
+    rules = run.active_rules(run.camera_id) if run.active_rules is not None else []
+    context = stage.context(run.camera_id, reid_hits=entity_ids, rules=rules)
+    result = stage.describe(facts, anchors, context, keyframes=keyframes,
+                            known_entities=[*entity_ids, *stage.builder.memory(run.camera_id).entities])
+    stage.commit(run.camera_id, facts, result, entity_ids=entity_ids)
+    return result

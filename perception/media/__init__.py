@@ -1,0 +1,1 @@
+"""Bytes → timestamped frames and audio: decoding, sources, the supervised gateway, voice activity."""

@@ -1,0 +1,306 @@
+"""Audio: decode to 16 kHz mono float32, Silero voice activity detection, a rolling buffer.
+
+* :func:`decode_audio` reads a file's first audio track between two media times;
+  :class:`AudioTrack` slices a whole file's audio segment by segment in one forward pass.
+  Undecodable packets are skipped and counted, not fatal.
+* :class:`SileroVAD` runs the vendored Silero VAD v6 ONNX model (``perception/models``, MIT,
+  sha256-checked at load) over 32 ms windows; :meth:`SileroVAD.speech_intervals` turns the
+  per-window probabilities into speech intervals with hysteresis.
+* :func:`speech_intervals_of` runs the VAD over a whole file's audio in one streaming pass (the
+  file driver uses it, so that cuts do not depend on where a resumed decode started).
+* :class:`AudioBuffer` keeps the recent audio of a live stream by media time, bounded in length.
+
+Everything here is blocking; async callers run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+import av
+import av.error
+import numpy as np
+
+from perception.errors import MediaError
+
+__all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioTrack", "SileroVAD", "decode_audio", "iter_audio",
+           "speech_intervals_of"]
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16_000
+_MODEL = Path(__file__).resolve().parents[1] / "models" / "silero_vad_16k_op15.onnx"
+_MODEL_SHA256 = "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49"
+_WINDOW = 512  # samples per VAD step at 16 kHz (32 ms)
+_CONTEXT = 64  # samples of the previous window the model expects in front of each window
+
+
+#: consecutive undecodable packets after which a file counts as corrupt rather than damaged
+MAX_BAD_RUN = 200
+
+
+def iter_audio(path: str | Path, start_s: float = 0.0,
+               counts: dict[str, int] | None = None) -> Iterator[tuple[float, np.ndarray]]:
+    """Yield ``(t, samples)`` chunks of a file's first audio track, 16 kHz mono float32, from ``start_s``.
+
+    A packet that does not decode is skipped and counted in ``counts["bad_packets"]`` (real files
+    carry the odd damaged packet, and MPEG-PS audio right after a seek starts mid-frame); the
+    samples after it keep their own timestamps. A read error part-way (a truncated file) ends the
+    track there and sets ``counts["truncated"]``.
+
+    Raises:
+        MediaError: the file is missing or cannot be opened, or its audio is undecodable throughout.
+    """
+    counts = counts if counts is not None else {}
+    counts.setdefault("bad_packets", 0)
+    p = Path(path)
+    if not p.is_file():
+        raise MediaError(f"media file not found: {str(p)!r}; check the path", str(p))
+    try:
+        container = av.open(str(p))
+    except av.error.FFmpegError as exc:
+        raise MediaError(f"cannot read {str(p)!r} as media ({exc}); the file is corrupt or not media", str(p)) from exc
+    with container:
+        if not container.streams.audio:
+            return
+        stream = container.streams.audio[0]
+        if start_s > 0 and stream.time_base is not None:
+            container.seek(int(start_s / stream.time_base), stream=stream)
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+        t_next: float | None = None
+        bad_run = 0
+        packets = container.demux(stream)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                break
+            except (av.error.FFmpegError, OSError) as exc:
+                logger.warning("audio of %s ends early at %.2fs (%s)", p, t_next or 0.0, exc)
+                counts["truncated"] = 1
+                break
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError:
+                counts["bad_packets"] += 1
+                bad_run += 1
+                if bad_run >= MAX_BAD_RUN:
+                    raise MediaError(f"decoding the audio of {str(p)!r} failed {bad_run} times in a row; "
+                                     "the file is corrupt", str(p)) from None
+                continue
+            bad_run = 0
+            for frame in frames:
+                if frame.time is not None and (t_next is None or abs(float(frame.time) - t_next) > 0.1):
+                    t_next = float(frame.time)  # first frame, or the gap a skipped packet left
+                t_next = 0.0 if t_next is None else t_next
+                for out in resampler.resample(frame):
+                    pcm = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+                    yield t_next, pcm
+                    t_next += len(pcm) / SAMPLE_RATE
+        for out in resampler.resample(None):
+            pcm = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+            yield (t_next or 0.0), pcm
+            t_next = (t_next or 0.0) + len(pcm) / SAMPLE_RATE
+
+
+class AudioTrack:
+    """A file's audio decoded in one forward pass, sliced segment by segment.
+
+    Segments arrive in time order, so the track keeps only the audio from the earliest start still
+    to come onward: memory stays bounded by one segment plus a decode chunk, and the file is
+    decoded once instead of once (with a seek) per segment.
+    """
+
+    def __init__(self, path: str | Path, start_s: float = 0.0) -> None:
+        self.counts: dict[str, int] = {"bad_packets": 0}
+        self._chunks = iter_audio(path, start_s, self.counts)
+        self._buffer = AudioBuffer(max_s=float("inf"))
+        self._ended = False
+
+    @property
+    def bad_packets(self) -> int:
+        """Audio packets skipped because they did not decode."""
+        return self.counts.get("bad_packets", 0)
+
+    def slice(self, start_s: float, end_s: float) -> np.ndarray:
+        """The samples between two media times (``start_s`` never earlier than a previous call's)."""
+        while not self._ended and self._buffer.end_t < end_s:
+            try:
+                t, pcm = next(self._chunks)
+            except StopIteration:
+                self._ended = True
+                break
+            self._buffer.add(t, pcm)
+        self._buffer.trim_before(start_s)
+        return self._buffer.slice(start_s, end_s)
+
+    def close(self) -> None:
+        """Stop decoding (closes the file)."""
+        self._chunks.close()
+
+
+def decode_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = None) -> np.ndarray:
+    """Return the audio of ``path`` between ``start_s`` and ``end_s`` as 16 kHz mono float32.
+
+    A file without an audio track gives an empty array.
+
+    Raises:
+        MediaError: the file is missing or cannot be decoded.
+    """
+    parts: list[np.ndarray] = []
+    for t, pcm in iter_audio(path, start_s):
+        t_end = t + len(pcm) / SAMPLE_RATE
+        if t_end <= start_s:
+            continue
+        if end_s is not None and t >= end_s:
+            break
+        lo = max(0, round((start_s - t) * SAMPLE_RATE))
+        hi = len(pcm) if end_s is None else min(len(pcm), round((end_s - t) * SAMPLE_RATE))
+        parts.append(pcm[lo:hi])
+    return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+
+
+class SileroVAD:
+    """Silero VAD v6 over 16 kHz audio; stateful across :meth:`probabilities` calls until :meth:`reset`.
+
+    Raises:
+        MediaError: (at construction) the model file is missing or its checksum is wrong.
+    """
+
+    def __init__(self, threshold: float = 0.5, model_path: Path = _MODEL) -> None:
+        import onnxruntime as ort
+
+        if not model_path.is_file():
+            raise MediaError(f"Silero VAD model missing at {model_path}; reinstall reflectworld-mm", str(model_path))
+        data = model_path.read_bytes()
+        if model_path == _MODEL and hashlib.sha256(data).hexdigest() != _MODEL_SHA256:
+            raise MediaError(f"Silero VAD model {model_path} fails its sha256 check; reinstall reflectworld-mm",
+                             str(model_path))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+        self.threshold = threshold
+        self._lock = threading.Lock()
+        self._pending = np.zeros(0, np.float32)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the recurrent state and any partial window."""
+        self._state = np.zeros((2, 1, 128), np.float32)
+        self._context = np.zeros(_CONTEXT, np.float32)
+        self._pending = np.zeros(0, np.float32)
+
+    def probabilities(self, pcm: np.ndarray) -> np.ndarray:
+        """Speech probability of each complete 32 ms window in ``pending + pcm`` (a partial tail is kept)."""
+        with self._lock:
+            data = np.concatenate([self._pending, pcm.astype(np.float32, copy=False)])
+            n = len(data) // _WINDOW
+            self._pending = data[n * _WINDOW:]
+            probs = np.empty(n, np.float32)
+            sr = np.array(SAMPLE_RATE, np.int64)
+            for i in range(n):
+                window = data[i * _WINDOW:(i + 1) * _WINDOW]
+                x = np.concatenate([self._context, window])[None, :]
+                out, self._state = self._session.run(None, {"input": x, "state": self._state, "sr": sr})
+                self._context = window[-_CONTEXT:]
+                probs[i] = float(out[0, 0])
+            return probs
+
+    def speech_intervals(self, probs: np.ndarray, t0: float = 0.0, min_silence_s: float = 0.3,
+                         min_speech_s: float = 0.25) -> list[tuple[float, float]]:
+        """Speech intervals ``(start, end)`` in seconds from per-window probabilities starting at ``t0``."""
+        step = _WINDOW / SAMPLE_RATE
+        low = max(0.0, self.threshold - 0.15)
+        intervals: list[tuple[float, float]] = []
+        start: float | None = None
+        silent_since: float | None = None
+        for i, p in enumerate(probs):
+            t = t0 + i * step
+            if start is None:
+                if p >= self.threshold:
+                    start, silent_since = t, None
+            elif p < low:
+                silent_since = t if silent_since is None else silent_since
+                if t + step - silent_since >= min_silence_s:
+                    if silent_since - start >= min_speech_s:
+                        intervals.append((start, silent_since))
+                    start = silent_since = None
+            else:
+                silent_since = None
+        if start is not None:
+            end = t0 + len(probs) * step if silent_since is None else silent_since
+            if end - start >= min_speech_s:
+                intervals.append((start, end))
+        return intervals
+
+    def is_speech(self, pcm: np.ndarray) -> bool:
+        """Whether a short clip contains speech (fresh state; does not disturb the streaming state)."""
+        saved = (self._state, self._context, self._pending)
+        self.reset()
+        try:
+            probs = self.probabilities(pcm)
+            return bool(self.speech_intervals(probs))
+        finally:
+            self._state, self._context, self._pending = saved
+
+
+def speech_intervals_of(path: str | Path, vad: SileroVAD) -> list[tuple[float, float]]:
+    """Speech intervals of a whole file (media seconds), in one streaming decode + VAD pass."""
+    vad.reset()
+    t0: float | None = None
+    chunks: list[np.ndarray] = []
+    for t, pcm in iter_audio(path):
+        t0 = t if t0 is None else t0
+        chunks.append(vad.probabilities(pcm))
+    vad.reset()
+    probs = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    return vad.speech_intervals(probs, t0 or 0.0)
+
+
+class AudioBuffer:
+    """Recent 16 kHz mono audio of one stream, addressed by media time and bounded to ``max_s`` seconds."""
+
+    def __init__(self, max_s: float = 120.0) -> None:
+        self.max_s = max_s
+        self._chunks: deque[tuple[float, np.ndarray]] = deque()
+        self._total = 0
+
+    def add(self, t: float, pcm: np.ndarray) -> None:
+        """Append a chunk starting at media time ``t``; drops the oldest audio beyond ``max_s``."""
+        if len(pcm) == 0:
+            return
+        self._chunks.append((t, pcm))
+        self._total += len(pcm)
+        while self._chunks and self._total - len(self._chunks[0][1]) > self.max_s * SAMPLE_RATE:
+            self._total -= len(self._chunks.popleft()[1])
+
+    @property
+    def end_t(self) -> float:
+        """Media time just after the newest sample (0.0 when empty)."""
+        if not self._chunks:
+            return 0.0
+        t, pcm = self._chunks[-1]
+        return t + len(pcm) / SAMPLE_RATE
+
+    def slice(self, start_s: float, end_s: float) -> np.ndarray:
+        """The samples between two media times (gaps are not filled)."""
+        parts = []
+        for t, pcm in self._chunks:
+            t_end = t + len(pcm) / SAMPLE_RATE
+            if t_end <= start_s or t >= end_s:
+                continue
+            lo = max(0, round((start_s - t) * SAMPLE_RATE))
+            hi = min(len(pcm), round((end_s - t) * SAMPLE_RATE))
+            parts.append(pcm[lo:hi])
+        return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+
+    def trim_before(self, t_cut: float) -> None:
+        """Drop chunks that end before ``t_cut`` (already committed audio)."""
+        while self._chunks and self._chunks[0][0] + len(self._chunks[0][1]) / SAMPLE_RATE <= t_cut:
+            self._total -= len(self._chunks.popleft()[1])

@@ -1,0 +1,374 @@
+"""Media sources behind one interface: files, RTSP/RTSPS, HTTP(S), V4L2, image folders, phone uploads.
+
+:func:`make_source` parses a URI into a :class:`Source`. A source knows its *key* (the identity
+stored in memory, with any credentials removed), whether it is *live*, and how to
+:meth:`~Source.open_stream`: a generator of :class:`VideoIn` / :class:`AudioIn` items with the
+stream's own timestamps (``None`` when a live packet has none). Sampling, time mapping, queues and
+reconnects are the gateway's job (:mod:`perception.media.gateway`).
+
+Every network open uses both FFmpeg's socket timeout and PyAV's interrupt-based
+``timeout=(open, read)``: without them a silent RTSP server hangs ``av.open`` forever. Every
+packet of a live stream is decoded (the first IDR packet may carry no timestamp).
+
+URI forms: a file path; ``rtsp://`` / ``rtsps://``; ``http(s)://`` (MPEG-TS, HLS ``.m3u8``, faststart
+MP4); ``/dev/videoN`` or ``v4l2:///dev/videoN``; a folder of images; ``phone:CAMERA`` (chunks posted by
+the phone page, :mod:`plugin.phone`).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import av
+import av.error
+import numpy as np
+
+from perception.media.audio import MAX_BAD_RUN, SAMPLE_RATE
+from perception.errors import MediaError
+from perception.media.images import read_image
+
+__all__ = [
+    "AudioIn", "ByteFeed", "IMAGE_SUFFIXES", "Source", "SourceError", "SourceOptions", "VideoIn",
+    "make_source", "redact_uri",
+]
+
+logger = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+#: protocols a network source may open (an HLS playlist must not pull in file: or other local URLs)
+_NET_PROTOCOLS = "rtsp,rtsps,rtp,srtp,udp,tcp,tls,http,https,httpproxy,crypto,data"
+_SECRET_PARAMS = re.compile(r"(pass|pwd|token|key|secret|auth|sig|credential)", re.IGNORECASE)
+
+
+class SourceError(MediaError):
+    """A source cannot be opened or read (missing, unreachable, unsupported, corrupt, stalled)."""
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` without credentials: user:password is removed and secret-looking query values masked.
+
+    The result is what logs, tool results and stored records (the source key) show.
+    """
+    if "://" not in uri:
+        return uri
+    parts = urlsplit(uri)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = parts.query
+    if query:
+        pairs = [(k, "***" if _SECRET_PARAMS.search(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+        query = urlencode(pairs, safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class VideoIn:
+    """One decoded video frame: stream time in seconds (or ``None``) and the frame."""
+
+    t: float | None
+    frame: Any  # av.VideoFrame or a BGR ndarray
+
+    def to_bgr(self) -> np.ndarray:
+        """The frame as a BGR uint8 array."""
+        if isinstance(self.frame, np.ndarray):
+            return self.frame
+        return self.frame.to_ndarray(format="bgr24")
+
+
+@dataclass(frozen=True)
+class AudioIn:
+    """A chunk of 16 kHz mono float32 audio starting at stream time ``t`` (or ``None``)."""
+
+    t: float | None
+    pcm: np.ndarray
+
+
+class SourceOptions(dict[str, Any]):
+    """Free-form per-source options (``open_timeout_s``, ``read_timeout_s``, ``rtsp_transport``,
+    ``image_interval_s``, ``video_size``, ``framerate``, ``input_format``)."""
+
+
+@dataclass
+class Source:
+    """A media source. Subclasses implement :meth:`open_stream`."""
+
+    uri: str
+    kind: str
+    live: bool
+    options: dict[str, Any] = field(default_factory=dict)
+    #: packets skipped because they did not decode (across reconnects)
+    bad_packets: int = field(default=0, compare=False)
+    #: a file whose reading broke off before its end (a truncated download or recording)
+    truncated: bool = field(default=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        """The source's identity in memory: the redacted URI (files: their resolved path)."""
+        return redact_uri(self.uri)
+
+    @property
+    def default_camera(self) -> str:
+        """A camera id derived from the source."""
+        if self.kind in ("file", "images"):
+            return Path(self.uri).stem or "camera"
+        parts = urlsplit(self.key)
+        name = (parts.hostname or "cam") + (parts.path or "").replace("/", "_")
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or self.kind
+
+    def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
+        """Open the source and yield decoded items until it ends, fails or ``stop`` is set.
+
+        Raises:
+            SourceError: it cannot be opened or a read fails/times out.
+        """
+        raise NotImplementedError
+
+
+def _av_error(source: Source, exc: BaseException, action: str) -> SourceError:
+    name = type(exc).__name__
+    detail = getattr(exc, "strerror", None) or str(exc)
+    hint = {
+        "file": "the file is corrupt or not an audio/video format FFmpeg understands",
+        "rtsp": "check that the camera is reachable, the path and credentials are right, and RTSP over TCP is allowed",
+        "http": "check the URL; MP4 over HTTP must be faststart (moov first), or use MPEG-TS/HLS",
+        "v4l2": "check that the device exists and is not in use by another program",
+        "phone": "reload the phone page and start the camera again",
+    }.get(source.kind, "check the source")
+    return SourceError(f"cannot {action} {source.key!r} ({name}: {detail}); {hint}", source.key)
+
+
+class AVSource(Source):
+    """A source FFmpeg opens: file, RTSP/RTSPS, HTTP(S) stream, V4L2 device, or a byte feed."""
+
+    def _open(self) -> Any:
+        o = self.options
+        open_t = float(o.get("open_timeout_s", 10.0))
+        read_t = float(o.get("read_timeout_s", 10.0))
+        if self.kind == "file":
+            return av.open(self.uri)
+        if self.kind == "rtsp":
+            opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6)),
+                    "protocol_whitelist": _NET_PROTOCOLS}
+            return av.open(self.uri, options=opts, timeout=(open_t, read_t))
+        if self.kind == "http":
+            opts = {"reconnect": "0", "rw_timeout": str(int(read_t * 1e6)), "protocol_whitelist": _NET_PROTOCOLS}
+            return av.open(self.uri, options=opts, timeout=(open_t, read_t))
+        if self.kind == "v4l2":
+            device = self.uri.removeprefix("v4l2://")
+            opts = {k: str(o[k]) for k in ("video_size", "framerate", "input_format") if k in o}
+            return av.open(device, format="v4l2", options=opts, timeout=(open_t, read_t))
+        raise AssertionError(self.kind)
+
+    def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
+        if self.kind == "file" and not Path(self.uri).is_file():
+            raise SourceError(f"media file not found: {self.uri!r}; check the path", self.uri)
+        try:
+            container = self._open()
+        except (av.error.FFmpegError, OSError) as exc:
+            raise _av_error(self, exc, "open") from exc
+        with container:
+            yield from _demux(self, container, stop, start_s)
+
+
+def _demux(source: Source, container: Any, stop: threading.Event, start_s: float) -> Iterator[VideoIn | AudioIn]:
+    """Decode every packet of the first video and audio streams of an open container."""
+    if not container.streams.video:
+        raise SourceError(f"{source.key!r} has no video stream; pass a video source", source.key)
+    vs = container.streams.video[0]
+    vs.thread_type = "AUTO"
+    want_audio = bool(source.options.get("audio", True))
+    audio = container.streams.audio[0] if (container.streams.audio and want_audio) else None
+    if start_s > 0 and not source.live and vs.time_base is not None:
+        try:
+            container.seek(int(start_s / vs.time_base), stream=vs)
+        except av.error.FFmpegError:
+            logger.warning("seek to %.2fs failed in %s; decoding from the start", start_s, source.key)
+            container.seek(0, stream=vs)
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE) if audio is not None else None
+    streams = [vs] if audio is None else [vs, audio]
+    decoded = 0
+    bad_run = 0
+    packets = container.demux(streams)
+    while not stop.is_set():
+        try:
+            packet = next(packets)
+        except StopIteration:
+            break
+        except (av.error.FFmpegError, OSError) as exc:
+            if source.live or decoded == 0:
+                raise _av_error(source, exc, f"read (after {decoded} frames)") from exc
+            logger.warning("%s breaks off after %d frames (%s); keeping what was readable", source.key, decoded,
+                           type(exc).__name__)
+            source.truncated = True
+            break
+        try:
+            frames = packet.decode()  # every packet, even without a timestamp (live IDR)
+        except av.error.FFmpegError as exc:
+            # One damaged packet must not cost the whole file: skip it, count it, go on; only a
+            # long run of them means the stream is corrupt.
+            source.bad_packets += 1
+            bad_run += 1
+            if bad_run >= MAX_BAD_RUN:
+                raise _av_error(source, exc, f"decode (after {decoded} frames and {bad_run} bad packets)") from exc
+            continue
+        bad_run = 0
+        for frame in frames:
+            if packet.stream.type == "video":
+                decoded += 1
+                yield VideoIn(None if frame.time is None else float(frame.time), frame)
+            elif resampler is not None:
+                t = None if frame.time is None else float(frame.time)
+                for out in resampler.resample(frame):
+                    yield AudioIn(t, out.to_ndarray().reshape(-1).astype(np.float32, copy=False))
+                    t = None if t is None else t + out.samples / SAMPLE_RATE
+    if decoded == 0 and not source.live and not stop.is_set():
+        raise SourceError(f"{source.key!r} decoded to no video frames; the file is corrupt or truncated", source.key)
+
+
+class ImageFolderSource(Source):
+    """A folder of still images, in name order, one every ``image_interval_s`` seconds of media time."""
+
+    def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
+        folder = Path(self.uri)
+        if not folder.is_dir():
+            raise SourceError(f"image folder not found: {self.uri!r}; check the path", self.uri)
+        images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not images:
+            raise SourceError(f"no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {self.uri!r}", self.uri)
+        interval = float(self.options.get("image_interval_s", 1.0))
+        for i, path in enumerate(images):
+            t = i * interval
+            if t < start_s - 1e-6:
+                continue
+            if stop.is_set():
+                return
+            try:
+                image = read_image(path)
+            except MediaError as exc:
+                logger.warning("skipping %s: %s", path.name, exc)
+                continue
+            if image is None:
+                logger.warning("skipping unreadable image %s", path)
+                continue
+            yield VideoIn(t, image)
+
+
+class ByteFeed:
+    """A blocking byte pipe: the phone upload endpoint writes, FFmpeg reads (non-seekable).
+
+    :meth:`restart` ends the current stream (the reader sees EOF) so a new recording, with its own
+    container header, starts a fresh decode.
+    """
+
+    def __init__(self, max_chunks: int = 256, read_timeout_s: float = 10.0) -> None:
+        self._q: queue.Queue[bytes | None] = queue.Queue(max_chunks)
+        self._buf = b""
+        self.read_timeout_s = read_timeout_s
+        self.bytes_in = 0
+        self.closed = False
+        self._eof = False
+
+    def begin(self) -> None:
+        """Start reading the next stream (after the previous one reached its end)."""
+        self._eof = False
+
+    def write(self, data: bytes) -> bool:
+        """Queue a chunk; returns False (chunk dropped) when the reader is too far behind."""
+        try:
+            self._q.put_nowait(data)
+        except queue.Full:
+            return False
+        self.bytes_in += len(data)
+        return True
+
+    def restart(self) -> None:
+        """End the current stream; the next bytes start a new one."""
+        try:
+            self._q.put_nowait(None)
+        except queue.Full:
+            pass
+
+    def close(self) -> None:
+        """End the feed for good."""
+        self.closed = True
+        self.restart()
+
+    def read(self, n: int = -1) -> bytes:
+        """FFmpeg's read callback: block until data arrives; ``b""`` at the end of a stream."""
+        deadline = time.monotonic() + self.read_timeout_s
+        if self._eof:
+            return b""
+        while not self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no data from the phone for {self.read_timeout_s:.0f}s")
+            try:
+                chunk = self._q.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if chunk is None:
+                self._eof = True
+                return b""
+            self._buf = chunk
+        size = len(self._buf) if n is None or n < 0 else n
+        out, self._buf = self._buf[:size], self._buf[size:]
+        return out
+
+
+class PhoneSource(Source):
+    """A browser camera: MediaRecorder chunks posted to the server land in :attr:`feed`."""
+
+    def __init__(self, uri: str, options: dict[str, Any]) -> None:
+        super().__init__(uri=uri, kind="phone", live=True, options=options)
+        self.feed = ByteFeed(read_timeout_s=float(options.get("read_timeout_s", 10.0)))
+
+    @property
+    def default_camera(self) -> str:
+        return self.uri.removeprefix("phone:") or "phone"
+
+    def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
+        if self.feed.closed:
+            return
+        self.feed.begin()
+        try:
+            # small probe: a live recording never reaches EOF, so probe on what the first chunks hold
+            container = av.open(self.feed, mode="r", options={"probesize": "65536", "analyzeduration": "1000000"})
+        except (av.error.FFmpegError, OSError) as exc:
+            raise _av_error(self, exc, "open") from exc
+        with container:
+            yield from _demux(self, container, stop, 0.0)
+
+
+def make_source(uri: str, options: dict[str, Any] | None = None) -> Source:
+    """Parse ``uri`` into a :class:`Source` (nothing is opened).
+
+    Raises:
+        SourceError: the URI's scheme is not supported, or a local path does not exist.
+    """
+    opts = dict(options or {})
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if uri.startswith("phone:"):
+        return PhoneSource(uri, opts)
+    if scheme in ("rtsp", "rtsps"):
+        return AVSource(uri=uri, kind="rtsp", live=True, options=opts)
+    if scheme in ("http", "https"):
+        return AVSource(uri=uri, kind="http", live=bool(opts.get("live", True)), options=opts)
+    if scheme == "v4l2" or uri.startswith("/dev/video"):
+        return AVSource(uri=uri, kind="v4l2", live=True, options=opts)
+    if scheme and scheme != "file":
+        raise SourceError(f"unsupported source {redact_uri(uri)!r}: use a file path, a folder of images, rtsp://, "
+                          "rtsps://, http(s)://, /dev/videoN or phone:CAMERA", redact_uri(uri))
+    path = Path(uri.removeprefix("file://")).expanduser()
+    if path.is_dir():
+        return ImageFolderSource(uri=str(path.resolve()), kind="images", live=False, options=opts)
+    if not path.exists():
+        raise SourceError(f"media file not found: {str(path)!r}; check the path", str(path))
+    return AVSource(uri=str(path.resolve()), kind="file", live=False, options=opts)

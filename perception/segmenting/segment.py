@@ -1,0 +1,239 @@
+"""Cut a stream of sampled frames into segments at scene changes, motion changes and speech turns.
+
+A cut happens before a frame whose HSV hue/saturation histogram differs from the previous
+frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
+the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
+regardless. Motion is a boundary too: each segment starts in a motion state (moving or still,
+from the mean grey-level difference of its first frame to the one before). A still segment is cut
+at the first frame that moves ("someone walks into an empty room" starts a segment of its own); a
+moving one is cut once the frames have been still for ``motion_hold_s`` ("everything stopped"). A speech turn starting or
+ending is a boundary as well. The segmenter's state resets at every cut, so segmentation that restarts at a
+segment's first frame (a resumed ingest) reproduces the same later segments. Only the last
+segment of a stream may be shorter than ``min_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from perception.media.video import Frame
+from perception.settings import DEFAULT_MOTION_THRESHOLD, DEFAULT_SCENE_THRESHOLD
+
+__all__ = ["DEFAULT_MOTION_THRESHOLD", "DEFAULT_SCENE_THRESHOLD", "Segment", "Segmenter", "colour_histogram",
+           "frame_distance", "grey_thumbnail", "motion_between"]
+
+logger = logging.getLogger(__name__)
+
+_EPS = 1e-6
+
+
+@dataclass
+class Segment:
+    """A run of sampled frames between two cuts; ``t_end`` is the next segment's start."""
+
+    index: int
+    t_start: float
+    t_end: float
+    frames: list[Frame] = field(default_factory=list)
+    #: histogram distance between this segment's first frame and the frame before it
+    #: (0.0 at the start of a stream); at least the threshold for a scene cut
+    cut_score: float = 0.0
+    #: the segment's audio, 16 kHz mono float32 (``None`` when the source has no audio)
+    audio: np.ndarray | None = None
+    #: voice activity detection found speech in the segment
+    speech: bool = False
+
+    @property
+    def duration(self) -> float:
+        """Length in media seconds."""
+        return self.t_end - self.t_start
+
+
+def colour_histogram(image_bgr: np.ndarray) -> np.ndarray:
+    """Return the L1-normalised 16×8 hue/saturation histogram of a BGR image."""
+    small = cv2.resize(image_bgr, (160, 90), interpolation=cv2.INTER_AREA)
+    hsv = cv2.cvtColor(small, cv2.COLOR_BGR2HSV)
+    hist = cv2.calcHist([hsv], [0, 1], None, [16, 8], [0, 180, 0, 256])
+    cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
+    return hist
+
+
+def grey_thumbnail(image_bgr: np.ndarray) -> np.ndarray:
+    """A 64×36 grey thumbnail in [0, 1] (what motion is measured on)."""
+    small = cv2.resize(image_bgr, (64, 36), interpolation=cv2.INTER_AREA)
+    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small
+    return grey.astype(np.float32) / 255.0
+
+
+def motion_between(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute difference of two :func:`grey_thumbnail` images."""
+    return float(np.abs(a - b).mean())
+
+
+def frame_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Bhattacharyya distance between two histograms from :func:`colour_histogram`."""
+    return float(cv2.compareHist(a, b, cv2.HISTCMP_BHATTACHARYYA))
+
+
+class Segmenter:
+    """Stateful scene-cut segmenter: :meth:`feed` frames, then :meth:`flush` once.
+
+    Args:
+        min_s: shortest segment (media seconds) that a scene change may end.
+        max_s: longest segment; a segment is cut when a frame would make it longer.
+        threshold: histogram distance counted as a scene change.
+        first_index: index given to the first segment (resume passes last index + 1).
+        motion_threshold: grey-level difference that counts as motion (``None``: no motion cuts).
+        motion_hold_s: how long a moving segment must have been still before it cuts.
+    """
+
+    def __init__(
+        self,
+        min_s: float = 0.5,
+        max_s: float = 10.0,
+        threshold: float = DEFAULT_SCENE_THRESHOLD,
+        first_index: int = 0,
+        motion_threshold: float | None = None,
+        motion_hold_s: float = 1.0,
+    ) -> None:
+        if min_s < 0 or max_s <= 0 or min_s > max_s:
+            raise ValueError(f"need 0 <= min_s <= max_s and max_s > 0, got min_s={min_s}, max_s={max_s}")
+        self.min_s = min_s
+        self.max_s = max_s
+        self.threshold = threshold
+        self._next_index = first_index
+        self._current: Segment | None = None
+        self._prev_hist: np.ndarray | None = None
+        self._prev_speech: bool | None = None
+        self.motion_threshold = motion_threshold
+        self.motion_hold_s = motion_hold_s
+        self._prev_grey: np.ndarray | None = None
+        self._moving: bool | None = None  # the current segment's motion state
+        self._changed_at: float | None = None  # when the frames left that state
+
+    def _motion_turn(self, frame: Frame, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
+        """Track the segment's motion state; True when the other state has lasted ``motion_hold_s``."""
+        if self.motion_threshold is None or prev_grey is None or grey is None:
+            return False
+        moving = motion_between(prev_grey, grey) >= self.motion_threshold
+        if self._moving is None:
+            self._moving = moving
+            return False
+        if moving == self._moving:
+            self._changed_at = None
+            return False
+        if moving:  # something started to move: a boundary at once (someone walks in)
+            return True
+        if self._changed_at is None:
+            self._changed_at = frame.t
+        return frame.t - self._changed_at >= self.motion_hold_s - _EPS
+
+    def feed(self, frame: Frame, speech: bool | None = None) -> Segment | None:
+        """Add one frame; return the segment it closed, if it started a new one.
+
+        ``speech`` is the voice-activity state at the frame (``None``: unknown). A speech turn
+        starting or ending is a natural boundary too, once the segment is ``min_s`` long.
+        """
+        hist = colour_histogram(frame.image_bgr)
+        prev_hist, self._prev_hist = self._prev_hist, hist
+        prev_speech, self._prev_speech = self._prev_speech, speech
+        grey = grey_thumbnail(frame.image_bgr) if self.motion_threshold is not None else None
+        prev_grey, self._prev_grey = self._prev_grey, grey
+        current = self._current
+        if current is None:
+            self._start(frame, 0.0 if prev_hist is None else frame_distance(prev_hist, hist))
+            self._motion_turn(frame, prev_grey, grey)
+            return None
+        length = frame.t - current.t_start
+        score = frame_distance(prev_hist, hist)
+        turn = speech is not None and prev_speech is not None and speech != prev_speech
+        long_enough = length >= self.min_s - _EPS
+        cut = length >= self.max_s - _EPS or (long_enough and (score >= self.threshold or turn))
+        if not cut and self._motion_turn(frame, prev_grey, grey) and long_enough:
+            cut = True
+        if cut:
+            closed = self._cut(frame, score)
+            self._motion_turn(frame, prev_grey, grey)  # the new segment's motion state, from its first frame
+            return closed
+        current.frames.append(frame)
+        return None
+
+    def prime(self, frame: Frame, speech: bool | None = None) -> None:
+        """Remember ``frame`` as the one before the next segment (resume), without adding it.
+
+        The first segment then gets a real ``cut_score``, as it had in an uninterrupted run.
+        """
+        if self._current is not None:
+            raise RuntimeError("prime() must come before the first feed()")
+        self._prev_hist = colour_histogram(frame.image_bgr)
+        self._prev_speech = speech
+        self._prev_grey = grey_thumbnail(frame.image_bgr) if self.motion_threshold is not None else None
+
+    def flush(self, end_t: float | None = None) -> Segment | None:
+        """Close and return the open segment (``None`` if no frame was fed).
+
+        ``end_t`` is the media end; without it the segment ends one sampling step after its
+        last frame (or at it, for a single frame).
+        """
+        current = self._current
+        if current is None:
+            return None
+        last = current.frames[-1].t
+        if end_t is None:
+            if len(current.frames) > 1:
+                end_t = last + (last - current.t_start) / (len(current.frames) - 1)
+            else:
+                end_t = last
+        current.t_end = max(end_t, last)
+        if current.t_end - current.t_start > self.max_s:
+            current.t_end = current.t_start + self.max_s
+        self._current = None
+        self._prev_hist = None
+        self._prev_speech = None
+        self._prev_grey = None
+        self._moving = self._changed_at = None
+        return current
+
+    def segments(
+        self, frames: Iterable[Frame], end_t: float | Callable[[], float | None] | None = None,
+        start_t: float | None = None, speech: Callable[[float], bool] | None = None,
+    ) -> Iterator[Segment]:
+        """Segment a frame stream, yielding each segment as soon as it is closed.
+
+        ``end_t`` (the media end) may be a callable, asked once the frames are exhausted: a file
+        that broke off early then ends its last segment at its last frame, not at its stated end.
+
+        Frames before ``start_t`` only :meth:`prime` the segmenter (a resumed run decodes a
+        little before its resume point so the first segment's ``cut_score`` is known).
+        """
+        for frame in frames:
+            flag = speech(frame.t) if speech is not None else None
+            if start_t is not None and frame.t < start_t - _EPS:
+                self.prime(frame, flag)
+                continue
+            closed = self.feed(frame, flag)
+            if closed is not None:
+                yield closed
+        last = self.flush(end_t() if callable(end_t) else end_t)
+        if last is not None:
+            yield last
+
+    def _start(self, frame: Frame, score: float) -> None:
+        self._moving = self._changed_at = None
+        self._current = Segment(
+            index=self._next_index, t_start=frame.t, t_end=frame.t, frames=[frame], cut_score=score
+        )
+        self._next_index += 1
+
+    def _cut(self, frame: Frame, score: float) -> Segment:
+        closed = self._current
+        assert closed is not None
+        closed.t_end = frame.t
+        logger.debug("cut before t=%.3f (score %.3f), segment %d", frame.t, score, closed.index)
+        self._start(frame, score)
+        return closed

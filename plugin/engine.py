@@ -1,0 +1,239 @@
+"""The engine: the one place where a manifest becomes running objects.
+
+Every entry point — ``reflectworld serve`` (the MCP lifespan), ``run``, ``ingest``, ``demo``,
+the evals, the capture tools — builds an :class:`Engine` from the manifest and asks it for what
+it needs; none of them wires pipeline stages itself. A stage added here reaches every path.
+
+What :meth:`Engine.open` builds, in order:
+
+* the memory store (embedder from the manifest, or an override for tests and benches);
+* the per-user :class:`~perception.identity.service.IdentityService` (one lock, shared galleries);
+* the live perception state (:class:`~perception.describe.context.PerceptionRuntime`): the context
+  builder *with* its store lookups (camera context, entity history), steering and the scheduler;
+* the VLM stage when the manifest names a VLM;
+* the semantic runner (facts, chapters, camera context) on its own thread;
+* rules + notifications (resolver, delivery thread);
+* the :class:`~perception.drivers.analyzer.Pipeline` that bundles all of it for the drivers, with
+  one post-commit chain and one source-end hook;
+* the background :class:`~plugin.worker.Worker` for captures.
+
+Lifecycle: ``open()`` → ``ingest_file()`` / ``start_sources()`` / tools → ``close(drain_s)``.
+``close`` stops captures, finishes queued semantic work and deliveries (up to ``drain_s``), and
+closes the store. The engine is also a context manager. Captures and ingestion take the store's
+capture lease (:mod:`plugin.lease`): one process at a time writes identities.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory import HashEmbedder, MemoryStore, MiniLMEmbedder, OpenAIEmbedder
+from memory.embedders import Embedder
+from memory.models import SegmentWrite
+from perception.describe.context import (
+    ContextBuilder,
+    PerceptionRuntime,
+    camera_context_from_store,
+    entity_history_from_store,
+)
+from perception.describe.vlm import VLMClient
+from perception.describe.vlm_stage import VLMSegmentStage
+from perception.drivers.analyzer import Models, Pipeline
+from perception.drivers.ingest import IngestReport, ProgressCallback, ingest_file
+from perception.identity.service import IdentityService
+from perception.segmenting.scheduler import Scheduler
+from perception.settings import PerceptionConfig
+from plugin.lease import CaptureLease
+from plugin.manifest import HashEmbedderConfig, Manifest, MiniLMEmbedderConfig, OpenAIEmbedderConfig, SourceConfig
+from plugin.notify import NotificationHub, NotificationService, chain_commits
+from plugin.semantic import SemanticRunner, runner_from_manifest
+from plugin.worker import Worker
+
+__all__ = ["Engine", "Overrides", "build_embedder", "open_store"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Seams for tests, benches and evals; production passes none."""
+
+    #: text embedder instead of the manifest's (benches reuse one loaded model)
+    embedder: Embedder | None = None
+    #: run the HTTP delivery thread (evals score decisions without delivering)
+    deliver: bool = True
+    #: the HTTP address this process serves, named to other processes that want to capture
+    http: str | None = None
+    #: one more post-commit hook, after the engine's own (tests and benches observe the writes)
+    on_commit: Callable[[SegmentWrite], Any] | None = None
+
+
+def build_embedder(manifest: Manifest) -> Embedder:
+    """Build the text embedder the manifest names (models load lazily on first use)."""
+    cfg = manifest.memory.embedder
+    if isinstance(cfg, MiniLMEmbedderConfig):
+        return MiniLMEmbedder()
+    if isinstance(cfg, HashEmbedderConfig):
+        return HashEmbedder(dim=cfg.dim)
+    if isinstance(cfg, OpenAIEmbedderConfig):
+        return OpenAIEmbedder(base_url=cfg.base_url, model=cfg.model, api_key=cfg.api_key.get_secret_value(),
+                              dim=cfg.dim, timeout_s=cfg.timeout_s)
+    raise AssertionError(f"unhandled embedder config {cfg!r}")  # the union is exhaustive
+
+
+class Engine:
+    """Store, identity, perception, semantic memory, rules and captures for one manifest."""
+
+    def __init__(self, manifest: Manifest, overrides: Overrides | None = None) -> None:
+        self.manifest = manifest
+        self.overrides = overrides or Overrides()
+        self.settings: PerceptionConfig = manifest.perception
+        self.embedder: Embedder = self.overrides.embedder or build_embedder(manifest)
+        self.hub = NotificationHub()
+        self.lease = CaptureLease(manifest.store_uri(), http=self.overrides.http)
+        self.store: MemoryStore
+        self.identity: IdentityService
+        self.perception: PerceptionRuntime
+        self.vlm_stage: VLMSegmentStage | None = None
+        self.semantic: SemanticRunner | None = None
+        self.notifications: NotificationService
+        self.pipeline: Pipeline
+        self.worker: Worker
+        self._opened = False
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, overrides: Overrides | None = None) -> Engine:
+        """An engine for ``manifest`` (nothing opened yet)."""
+        return cls(manifest, overrides)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open_store(self) -> MemoryStore:
+        """A new connection to the manifest's store (the semantic runner keeps its own)."""
+        store = MemoryStore(self.manifest.store_uri(), self.embedder, user_id=self.manifest.user_id)
+        store.open()
+        return store
+
+    def open(self) -> Engine:
+        """Open the store and build every service; blocking (async callers use a worker thread)."""
+        if self._opened:
+            return self
+        m = self.manifest
+        self.store = self.open_store()
+        try:
+            self.identity = IdentityService(self.store, self.settings.face_match_threshold)
+            builder = ContextBuilder(camera_context=camera_context_from_store(self.store),
+                                     entity_history=entity_history_from_store(self.store))
+            self.perception = PerceptionRuntime(builder=builder, scheduler=Scheduler(self.settings.mode,
+                                                                                     self.settings.level))
+            self.vlm_stage = self._vlm_stage()
+            self.semantic = runner_from_manifest(m, self.open_store)
+            if self.semantic is not None:
+                self.semantic.start()
+            self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub,
+                                                                  start_delivery=self.overrides.deliver,
+                                                                  vlm=self.vlm_stage is not None)
+            self.pipeline = Pipeline(
+                store=self.store, settings=self.settings, identity=self.identity, models=Models(self.settings),
+                scheduler=self.perception.scheduler, vlm_stage=self.vlm_stage,
+                active_rules=lambda camera: [r.text for r in self.notifications.active_rules(camera)],
+                rule_interest=self.notifications.could_match,
+                on_commit=chain_commits(self.semantic.on_commit if self.semantic else None,
+                                        self.notifications.on_commit, self.perception.on_commit,
+                                        self.overrides.on_commit),
+                on_source_done=self._source_done)
+            self.worker = Worker(self.pipeline, mode=self.settings.mode,
+                                 on_source_event=self.notifications.on_source_event, before_start=self.lease.acquire)
+        except BaseException:
+            self.store.close()
+            raise
+        self._opened = True
+        logger.info("engine open: store %s (user %s), %s level, %s, %s describer", self.store.uri, m.user_id,
+                    self.settings.level, self.settings.mode, "VLM" if self.vlm_stage else "local")
+        return self
+
+    def close(self, drain_s: float = 0.0) -> None:
+        """Stop captures, finish queued semantic work and deliveries (up to ``drain_s``), close the store."""
+        if not self._opened:
+            return
+        self._opened = False
+        try:
+            self.worker.stop()
+            if self.perception.vlm is not None:
+                self.perception.vlm.close()
+            if self.semantic is not None:
+                self.semantic.stop(timeout=max(drain_s, 30.0))
+            self.notifications.close(drain_s=drain_s)
+        finally:
+            self.lease.release()
+            self.store.close()
+            logger.info("engine closed")
+
+    def __enter__(self) -> Engine:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _vlm_stage(self) -> VLMSegmentStage | None:
+        vlm = self.manifest.vlm
+        if vlm is None:
+            return None
+        client = VLMClient.from_config(vlm)
+        self.perception.vlm = client
+        logger.info("segments are described by the VLM %s at %s", vlm.model, vlm.base_url)
+        return VLMSegmentStage(client, self.perception.builder, self.perception.steering)
+
+    def _source_done(self, source: str, camera_id: str) -> None:
+        if self.semantic is not None:
+            self.semantic.source_done(source, camera_id)
+
+    # ------------------------------------------------------------------ work
+
+    def ingest_file(self, path: str | Path, camera_id: str | None = None, *, progress: ProgressCallback | None = None,
+                    stop: threading.Event | None = None) -> IngestReport:
+        """Ingest one file in this thread through the engine's pipeline (resumable; takes the capture lease)."""
+        self.lease.acquire()
+        return ingest_file(path, self.pipeline, camera_id=camera_id, progress=progress, stop=stop)
+
+    def start_sources(self, extra: Sequence[SourceConfig] = ()) -> list[str]:
+        """Start the manifest's enabled sources plus ``extra`` in the background; returns the errors."""
+        sources = [s for s in [*self.manifest.sources, *extra] if s.enabled]
+        if not sources:
+            return []
+        return self.worker.start_sources(sources)
+
+    def wait_idle(self, stop: threading.Event, poll_s: float = 0.5) -> bool:
+        """Block until every capture has ended (True) or ``stop`` is set (False)."""
+        while not stop.wait(poll_s):
+            if self.worker.idle():
+                return True
+        return False
+
+    def flush(self, timeout_s: float = 60.0) -> bool:
+        """Wait until queued semantic work and deliveries are done; False when ``timeout_s`` ran out."""
+        deadline = time.monotonic() + timeout_s
+        ok = self.semantic.wait_idle(timeout_s) if self.semantic is not None else True
+        delivery = self.notifications.delivery
+        if delivery is not None:
+            ok = delivery.drain(max(0.0, deadline - time.monotonic())) and ok
+        return ok
+
+    def identity_edited(self) -> None:
+        """An identity edit (name, enrol, merge, split, forget) was committed: running captures see it now."""
+        self.identity.edited()
+
+    def status(self) -> dict[str, Any]:
+        """Scheduler counters and VLM tokens (``capture_status``)."""
+        return self.perception.status()
+
+
+def open_store(manifest: Manifest) -> MemoryStore:
+    """Open (creating if needed) the manifest's store alone: for readers (search, ask, evals of answers)."""
+    return Engine(manifest).open_store()
