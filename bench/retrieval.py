@@ -178,10 +178,9 @@ def _at(day_offset: int, hour: int, now: datetime) -> float:
 def build(root: Path, now: datetime) -> Path:
     """Make the clips, ingest them with the full local stack, enrol the two reference faces."""
     from memory.identity_ops import enrol_face
-    from perception import ingest_file
-    from perception.identity import reference_views
+    from perception.identity.reference import reference_views
+    from plugin.engine import Engine
     from plugin.manifest import Manifest
-    from plugin.server import ingest_settings, open_store
 
     media = root / "media"
     media.mkdir(parents=True, exist_ok=True)
@@ -203,21 +202,21 @@ def build(root: Path, now: datetime) -> Path:
         "perception": {"level": "full", "asr": {"type": "whisper"}, "ocr": {"type": "rapidocr"}},
         "semantic": {"enabled": False}})
     (root / "manifest.json").write_text(manifest.model_dump_json(), encoding="utf-8")
-    store = open_store(manifest)
+    engine = Engine.from_manifest(manifest).open()
     try:
-        settings = ingest_settings(manifest)
         for camera, (path, wall) in clips.items():
             os.utime(path, (wall, wall))
             t0 = time.perf_counter()
-            report = ingest_file(Path(path), store, settings, camera_id=camera)
+            report = engine.ingest_file(Path(path), camera)
             logger.info("%s: %d segments in %.1f s", camera, report.segments_written, time.perf_counter() - t0)
         for still in sorted((DATA / "faces").glob("*.png")):
             name = NAMES.get(still.stem, still.stem.replace("-", " ").title())
             views = reference_views(str(still))
-            entity, how = enrol_face(store, name, views[0][0], views[0][1], reference=str(still), views=views[1:])
+            entity, how = enrol_face(engine.store, name, views[0][0], views[0][1], reference=str(still),
+                                     views=views[1:])
             logger.info("enrolled %s as %s (%s)", name, entity.id, how)
     finally:
-        store.close()
+        engine.close(drain_s=60)
     return root / "manifest.json"
 
 

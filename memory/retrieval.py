@@ -35,14 +35,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 VOCAB_TTL_S = 2.0
-#: candidates fetched per query and way, relative to the page asked for
-POOL_FACTOR = 1.0
-MIN_POOL = 12
+#: candidates per query and way, and rows read in full: one pool for every page up to this depth, so
+#: pages of one ranking never overlap (a deeper page gets a pool as deep as it)
+PAGE_POOL = 24
 #: IVF partitions probed per vector query: at 1M traces 6, 12 and 24 probes lose the same similarity to
 #: PQ quantisation (≈ 0.05 cosine over the top 10), so a few probes suffice
 NPROBES = 8
-#: candidates read beyond the page (the final ranking may reorder the shortlist)
-SHORTLIST_SPARE = 4
 #: query embeddings kept (least recently used dropped first)
 QUERY_CACHE = 256
 
@@ -138,7 +136,7 @@ class Retriever:
         q.notes += [f"no entity has the id {e!r}; call entity_list for ids" for e in explicit if e not in names]
         alias_ids = {i for i, t in entity_map.items() if t in explicit}
         filter_ids = [*explicit, *sorted(alias_ids)] or None
-        k = max(MIN_POOL, int(POOL_FACTOR * (limit + offset)))
+        k = max(PAGE_POOL, limit + offset)
         text_for_vector = q.text.strip() or query.strip()
         fts_text = " ".join([*q.terms, *_expansion(q)])
         wheres: dict[str, str] = {}
@@ -186,7 +184,7 @@ class Retriever:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 found[level]["filters"] = self._latest_ids(level, wheres[level], k, q.order)
         candidates = {(level, r["id"]): r for level in levels
-                      for r in self._take(level, _shortlist(found[level], limit + offset + SHORTLIST_SPARE))}
+                      for r in self._take(level, _shortlist(found[level], k))}
         scored = [score_row(level, row, cosines.get((level, i), bound.get(level, 0.0)) if vector is not None else None,
                             q, names, entity_map) for (level, i), row in candidates.items()]
         ranked = _order(scored, q)
