@@ -212,8 +212,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
-        for hit in store.search(args.query, level=args.level, limit=args.limit, mode=args.mode):
-            _out(f"{hit.score:7.4f}  {hit.id}  {hit.text[:120]}")
+        found = store.find(args.query, level=args.level, limit=args.limit, mode=args.mode, tz=manifest.timezone)
+        _out(f"Understood: {found.understood.summary}" + "".join(f"\nNote: {n}" for n in found.understood.notes))
+        for hit in found.hits:
+            _out(f"{hit.score:5.2f}  {hit.id}  {hit.text[:120]}")
     finally:
         store.close()
     return 0

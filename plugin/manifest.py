@@ -336,6 +336,8 @@ class Manifest(Strict):
 
     version: Literal[1] = Field(1, description="manifest format version")
     user_id: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    timezone: str | None = Field(None, description="the user's IANA time zone (e.g. Europe/Berlin) for times in "
+                                 "search questions ('yesterday at 3 pm'); null = this machine's")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="stderr log level; `reflectworld -v` / `-vv` raise it to INFO / DEBUG")
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
