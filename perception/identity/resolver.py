@@ -62,7 +62,7 @@ class FaceInput:
     frame_shape: tuple[int, int] = (0, 0)
 
 
-@dataclass
+@dataclass(eq=False)  # identity comparison: the fields hold arrays, and deque.remove compares
 class _Pending:
     vec: np.ndarray
     frame_t: float

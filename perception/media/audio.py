@@ -114,6 +114,7 @@ class SileroVAD:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
         self.threshold = threshold
         self._lock = threading.Lock()
