@@ -96,3 +96,9 @@ def semantic_memory(ctx: MigrationContext) -> None:
         if missing:
             table.add_columns(pa.schema(missing))
     ctx.db.create_table("semantic_state", schema=table_schemas(ctx.dim)["semantic_state"], exist_ok=True)
+
+
+@migration(5)
+def id_allocation(ctx: MigrationContext) -> None:
+    """Add the ``id_alloc`` table: atomic entity-id counters and claims shared by every writer."""
+    ctx.db.create_table("id_alloc", schema=table_schemas(ctx.dim)["id_alloc"], exist_ok=True)

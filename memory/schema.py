@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 META_TABLE = "meta"
 
@@ -105,6 +105,8 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t", _f64),
             ("wall_time", _f64), ("quality", _f64), ("width", _i64), ("height", _i64),
             ("entity_ids", _strs), ("jpeg", pa.binary()))),
+        "id_alloc": pa.schema(_fields(
+            ("kind", _str), ("value", _i64), ("entity_id", _str), ("created_at", _f64))),
         "ingest_log": pa.schema(_fields(
             ("source", _str), ("camera_id", _str), ("last_segment_index", _i64), ("last_t_end", _f64),
             ("done", pa.bool_()), ("source_size", _i64), ("source_mtime", _f64), ("updated_at", _f64))),

@@ -39,7 +39,7 @@ def test_ingest_describes_segments_with_the_configured_vlm_and_keeps_the_key_sec
     from plugin.manifest import load_manifest
     from plugin.engine import open_store
 
-    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "unused")
+    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "${RW_VLM_KEY:unused}")
     manifest.write_text(env_manifest)
     store = open_store(load_manifest(manifest))
     try:
