@@ -21,6 +21,7 @@ Design:
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -66,6 +67,11 @@ DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 
 #: write operations between two ``optimize()`` passes over the tables written.
 OPTIMIZE_EVERY = 50
+#: table versions older than this are deleted by each ``optimize()`` pass. Every write leaves a
+#: version, so without cleanup a stream's store grew by its write amplification (about 2 GB per
+#: camera-hour) and its versions without bound; five minutes still lets a reader that opened an
+#: older version finish, and crash recovery needs only the latest (``ingest_log`` is written last).
+KEEP_VERSIONS_FOR = timedelta(minutes=5)
 
 _ENTITY_HINT = "call entity_list or memory_search to find entity ids"
 _HIDDEN = ("vector", "user_id")
@@ -137,6 +143,18 @@ def optimize_quietly(table: lancedb.table.Table, name: str, attempts: int = 3, *
             time.sleep(0.05 * (attempt + 1))
     logger.info("optimize of table %s skipped: another writer kept committing; the next pass retries", name)
     return False
+
+
+def _dir_bytes(root: Path) -> int:
+    """Bytes of the files under ``root``; files removed while walking (a cleanup pass) are skipped."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
 
 
 class MemoryStore:
@@ -235,9 +253,20 @@ class MemoryStore:
     def optimize(self) -> None:
         """Compact the tables written since the last pass and fold new rows into their indices."""
         for name in sorted(self._dirty):
-            optimize_quietly(self._table(name), name)
+            optimize_quietly(self._table(name), name, cleanup_older_than=KEEP_VERSIONS_FOR)
         self._dirty.clear()
         self._writes_since_optimize = 0
+
+    def storage_status(self) -> dict[str, Any]:
+        """Size on disk (MiB; ``None`` for object-store URIs) and live version count of every table."""
+        versions: dict[str, int] = {}
+        for name, table in sorted(self._tables.items()):
+            try:
+                versions[name] = len(table.list_versions())
+            except Exception:  # a table another process is compacting right now; report it next time
+                logger.debug("version count of %s unavailable", name, exc_info=True)
+        size = round(_dir_bytes(Path(self.uri).expanduser()) / 2**20, 1) if "://" not in self.uri else None
+        return {"size_mb": size, "versions": versions, "total_versions": sum(versions.values())}
 
     # ------------------------------------------------------------------ low-level writes
 

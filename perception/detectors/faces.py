@@ -10,9 +10,11 @@ uses ``FaceRecognizerSF.alignCrop`` for the 5-point alignment and runs the netwo
 (its dequantised weights are declared as graph inputs), so ``cv2.dnn`` stays; :meth:`FaceEmbedder.embed_many`
 runs all faces of a segment as one batch (vectors equal to one-by-one calls within 1e-6).
 
-Detection can run on a downscaled copy (``detect(image, max_side=320)``): boxes and landmarks are
-mapped back to the input's pixels. YuNet costs about a quarter as much at 320 px as at 640 px and
-still finds every face the resolver may use (≥ 40 px at 640 px, 20 px at 320 px).
+Detection can look at a downscaled copy first (``detect(image, coarse_side=320)``): YuNet costs
+about a quarter as much at 320 px as at 640 px and still finds every face the resolver may use
+(≥ 40 px at 640 px, 20 px at 320 px), so a frame without such a face costs only the coarse pass.
+A frame with one is detected again at full size, because identity needs the landmarks' full
+precision (aligning on coarse landmarks lowered SFace similarity enough to lose a match).
 """
 
 from __future__ import annotations
@@ -114,28 +116,28 @@ class FaceDetector:
         if path is not None:
             self._net = cv2.FaceDetectorYN.create(str(path), "", (320, 320), self.score_threshold, 0.3, 5000)
 
-    def detect(self, image_bgr: np.ndarray, max_side: int | None = None) -> list[FaceDetection]:
+    def detect(self, image_bgr: np.ndarray, coarse_side: int | None = None) -> list[FaceDetection]:
         """Return the faces in a BGR image, best score first (empty when faces are disabled).
 
-        ``max_side`` runs the detector on a copy downscaled to that long side; the boxes and
-        landmarks returned are in the pixels of ``image_bgr`` either way.
+        With ``coarse_side``, a copy downscaled to that long side is searched first and the image
+        itself only when the copy shows a face (faces under about ``2 × 640 / coarse_side`` px the
+        coarse pass may miss are then not reported).
         """
         self._load()
         if self._net is None:
             return []
         h, w = image_bgr.shape[:2]
-        scale = 1.0
-        if max_side is not None and max(h, w) > max_side:
-            scale = max(h, w) / max_side
-            image_bgr = cv2.resize(image_bgr, (round(w / scale), round(h / scale)), interpolation=cv2.INTER_AREA)
-            h, w = image_bgr.shape[:2]
+        if coarse_side is not None and max(h, w) > coarse_side:
+            scale = coarse_side / max(h, w)
+            small = cv2.resize(image_bgr, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
+            self._net.setInputSize((small.shape[1], small.shape[0]))
+            _, coarse = self._net.detect(small)
+            if coarse is None or not (coarse[:, 14] >= self.score_threshold).any():
+                return []
         self._net.setInputSize((w, h))
         _, rows = self._net.detect(image_bgr)
         if rows is None:
             return []
-        if scale != 1.0:
-            rows = rows.copy()
-            rows[:, :14] *= scale
         faces: list[FaceDetection] = []
         for row in rows:
             score = float(row[14])

@@ -279,7 +279,7 @@ def _read_text(run: SegmentAnalyzer, images: list[np.ndarray]) -> list[str]:
 OCR_SAME_FRAME = 0.01
 #: a key-frame face this far above the match threshold (and clear of the runner-up) needs no extra frames
 CONFIDENT_MARGIN = 0.15
-#: identity frames are searched for faces at this long side (faces the resolver may use are ≥ 40 px at 640)
+#: identity frames are searched for faces at this long side first (faces the resolver may use are ≥ 40 px at 640)
 IDENTITY_DETECT_SIDE = 320
 
 
@@ -358,7 +358,7 @@ def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: list[np.
     """Faces on up to ``identity_frames`` evenly spaced non-key frames (no key-frame id, no body).
 
     None when the key-frame faces already match confidently; a frame that barely differs from the
-    last one looked at is passed over. Detection runs at :data:`IDENTITY_DETECT_SIDE`, and every
+    last one looked at is passed over. Detection looks at :data:`IDENTITY_DETECT_SIDE` first, and every
     face is embedded in one batch.
     """
     n = run.settings.identity_frames
@@ -376,7 +376,7 @@ def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: list[np.
         if last is not None and not frame_changed(last, image, OCR_SAME_FRAME):
             continue
         last = image
-        for det in run.detector.detect(image, max_side=IDENTITY_DETECT_SIDE):
+        for det in run.detector.detect(image, coarse_side=IDENTITY_DETECT_SIDE):
             if run.resolver.identifiable(det):
                 faces.append(FaceInput(det, None, frame.t, None, sharpness=_face_sharpness(image, det.box),
                                        frame_shape=image.shape[:2]))
