@@ -170,6 +170,11 @@ class MemoryStore:
         self._tables: dict[str, lancedb.table.Table] = {}
         self._writes_since_optimize = 0
         self._dirty: set[str] = set()
+        self._schemas: dict[str, pa.Schema] = {}
+        #: per source: the resume record this process wrote last (the owner of a store's captures
+        #: is its only writer of ingest_log), and the lowest segment index no earlier run can have rows for
+        self._states: dict[str, IngestState] = {}
+        self._fresh_from: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -271,7 +276,9 @@ class MemoryStore:
     # ------------------------------------------------------------------ low-level writes
 
     def _rows(self, name: str, records: Sequence[dict[str, Any]]) -> pa.Table:
-        schema = self._table(name).schema
+        schema = self._schemas.get(name)
+        if schema is None:  # fixed once the store is open (migrations run in open()); fetching it costs a round trip
+            schema = self._schemas[name] = self._table(name).schema
         return pa.Table.from_pylist([{**r, "user_id": self.user_id} for r in records], schema=schema)
 
     def _upsert(self, name: str, records: Sequence[dict[str, Any]]) -> None:
@@ -331,7 +338,16 @@ class MemoryStore:
     # ------------------------------------------------------------------ writes
 
     def write_segment(self, seg: SegmentWrite) -> None:
-        """Commit one segment idempotently; ``ingest_log`` is written last (the resume point)."""
+        """Commit one segment idempotently; ``ingest_log`` is written last (the resume point).
+
+        One commit per table the segment has rows for. Rows of an earlier run of the same segment
+        that this run no longer produces are deleted; a segment past anything an earlier run can
+        have written (the resume point + 1, the one that might have been in flight) skips that check.
+        """
+        previous = self._states.get(seg.source) or self.ingest_state(seg.source)
+        if seg.source not in self._fresh_from:
+            self._fresh_from[seg.source] = (previous.last_segment_index + 2) if previous is not None else 0
+        rewrite = seg.segment_index < self._fresh_from[seg.source]
         texts = [trace_text(seg.trace)] + [o.text for o in seg.observations] + [entity_text(e) for e in seg.entities]
         vectors = self._embed(texts)
         n_obs = len(seg.observations)
@@ -339,7 +355,8 @@ class MemoryStore:
         obs_rows = [{**o.model_dump(), "vector": vectors[1 + i]} for i, o in enumerate(seg.observations)]
         self._upsert("traces", [trace_row])
         self._upsert("observations", obs_rows)
-        self._delete_stale("observations", seg, [o.id for o in seg.observations])
+        if rewrite:
+            self._delete_stale("observations", seg, [o.id for o in seg.observations])
         # Sightings are counted from the observations just written, not carried forward by the
         # caller, so re-running a segment after a crash can never count it twice.
         ent_rows = [{**e.model_dump(), "sightings": self._sightings(e.id), "text": texts[1 + n_obs + i],
@@ -349,9 +366,11 @@ class MemoryStore:
         self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
         self._upsert("identity_decisions", [d.model_dump() for d in seg.decisions])
         self._upsert("keyframes", [k.model_dump() for k in seg.keyframes])
-        self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
+        if rewrite:
+            self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
+        # a segment written once may be written again in this process (live_latency's enrichment)
+        self._fresh_from[seg.source] = max(self._fresh_from[seg.source], seg.segment_index + 1)
 
-        previous = self.ingest_state(seg.source)
         last = seg.segment_index
         done = False
         if previous is not None and previous.last_segment_index > last:
@@ -380,6 +399,7 @@ class MemoryStore:
             self._written(name)
 
     def _write_state(self, state: IngestState) -> None:
+        self._states[state.source] = state
         self._upsert("ingest_log", [{**state.model_dump(), "id": stable_id("ing_", self.user_id, state.source)}])
 
     def upsert_entity(self, entity: Entity) -> None:
@@ -478,6 +498,8 @@ class MemoryStore:
 
         Entities, their gallery slots, chapters and facts are kept: they outlive one file.
         """
+        self._states.pop(source, None)
+        self._fresh_from.pop(source, None)
         where = f"user_id = {sql_literal(self.user_id)} AND source = {sql_literal(source)}"
         for name in ("traces", "observations", "keyframes", "ingest_log"):
             table = self._table(name)
