@@ -405,6 +405,8 @@ def _transcribe(run: SegmentAnalyzer, segment: Segment) -> Transcript:
     audio = getattr(segment, "audio", None)
     if models.asr is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
         return Transcript()
+    if segment.transcript is not None:  # the driver transcribes whole speech turns (files)
+        return segment.transcript()
     return models.asr.transcribe(audio).shifted(segment.t_start)
 
 
