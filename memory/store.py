@@ -289,6 +289,12 @@ class MemoryStore:
          .execute(self._rows(name, records)))
         self._written(name)
 
+    def _append(self, name: str, records: Sequence[dict[str, Any]]) -> None:
+        if not records:
+            return
+        self._table(name).add(self._rows(name, records))
+        self._written(name)
+
     def _written(self, name: str) -> None:
         self._dirty.add(name)
         self._writes_since_optimize += 1
@@ -348,13 +354,18 @@ class MemoryStore:
         if seg.source not in self._fresh_from:
             self._fresh_from[seg.source] = (previous.last_segment_index + 2) if previous is not None else 0
         rewrite = seg.segment_index < self._fresh_from[seg.source]
+        # From here on this index may have rows (a failed write retried in this process is a rewrite).
+        self._fresh_from[seg.source] = max(self._fresh_from[seg.source], seg.segment_index + 1)
         texts = [trace_text(seg.trace)] + [o.text for o in seg.observations] + [entity_text(e) for e in seg.entities]
         vectors = self._embed(texts)
         n_obs = len(seg.observations)
         trace_row = {**seg.trace.model_dump(), "text": texts[0], "vector": vectors[0]}
         obs_rows = [{**o.model_dump(), "vector": vectors[1 + i]} for i, o in enumerate(seg.observations)]
-        self._upsert("traces", [trace_row])
-        self._upsert("observations", obs_rows)
+        # A fresh segment's rows cannot exist yet: appending costs the same at any table size, where
+        # an upsert joins against every stored id (the cost of a segment grew with the stream).
+        put = self._upsert if rewrite else self._append
+        put("traces", [trace_row])
+        put("observations", obs_rows)
         if rewrite:
             self._delete_stale("observations", seg, [o.id for o in seg.observations])
         # Sightings are counted from the observations just written, not carried forward by the
@@ -365,11 +376,9 @@ class MemoryStore:
         self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
         self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
         self._upsert("identity_decisions", [d.model_dump() for d in seg.decisions])
-        self._upsert("keyframes", [k.model_dump() for k in seg.keyframes])
+        put("keyframes", [k.model_dump() for k in seg.keyframes])
         if rewrite:
             self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
-        # a segment written once may be written again in this process (live_latency's enrichment)
-        self._fresh_from[seg.source] = max(self._fresh_from[seg.source], seg.segment_index + 1)
 
         last = seg.segment_index
         done = False
