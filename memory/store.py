@@ -69,9 +69,9 @@ DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 OPTIMIZE_EVERY = 50
 #: table versions older than this are deleted by each ``optimize()`` pass. Every write leaves a
 #: version, so without cleanup a stream's store grew by its write amplification (about 2 GB per
-#: camera-hour) and its versions without bound; five minutes still lets a reader that opened an
+#: camera-hour) and its versions without bound; a minute still lets a reader that opened an
 #: older version finish, and crash recovery needs only the latest (``ingest_log`` is written last).
-KEEP_VERSIONS_FOR = timedelta(minutes=5)
+KEEP_VERSIONS_FOR = timedelta(minutes=1)
 
 _ENTITY_HINT = "call entity_list or memory_search to find entity ids"
 _HIDDEN = ("vector", "user_id")
