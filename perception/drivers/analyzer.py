@@ -6,10 +6,12 @@ the models, the scheduler, the VLM stage, the rule hooks and the post-commit hoo
 ``plugin.engine.Engine`` builds one; drivers and the worker only read it.
 
 :class:`SegmentAnalyzer` turns one :class:`~perception.segmenting.segment.Segment` into one
-:class:`~memory.models.SegmentWrite`: key frames → faces, objects, person bodies and text on each
-key frame, speech over the segment's audio → resolver (the only identity writer) → local
-describer or VLM. It holds the per-source state (camera, wall clock, pending identity evidence)
-and knows nothing of where frames come from, so the file and live drivers share it unchanged.
+:class:`~memory.models.SegmentWrite`: key frames → faces, objects and person bodies on each key
+frame, text on the one most likely to hold it, speech over the segment's audio (or the driver's
+per-turn transcript) → resolver (the only identity writer) → local describer or VLM. A static,
+silent segment (the scheduler's ``skip``) carries the last analysis forward instead. It holds the
+per-source state (camera, wall clock, pending identity evidence, the carried analysis) and knows
+nothing of where frames come from, so the file and live drivers share it unchanged.
 """
 
 from __future__ import annotations
