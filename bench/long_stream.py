@@ -139,7 +139,7 @@ def main() -> None:
         summary = {
             "hours": args.hours, "level": args.level, "segments": written, "wall_s": round(wall, 1),
             "last_over_first_median_cost": round(float(lastrow["median_cpu_ms"]) / float(first["median_cpu_ms"]), 3),  # type: ignore[arg-type]
-            "rss_growth_after_first_tenth_mb": round(float(lastrow["rss_mb"]) - float(after10["rss_mb"]), 1),  # type: ignore[arg-type]
+            "rss_growth_after_10_min_mb": round(float(lastrow["rss_mb"]) - float(after10["rss_mb"]), 1),  # type: ignore[arg-type]
             "store_mb_per_camera_hour": round(float(lastrow["store_mb"]) / args.hours, 1),  # type: ignore[arg-type]
             "final_versions": lastrow["versions"], "storage_status": status,
         }
