@@ -327,6 +327,10 @@ class MemoryStore:
             raise ValueError(f"table {name!r} is searchable; write it through its typed method")
         self._upsert(name, rows)
 
+    def table_version(self, name: str) -> int:
+        """The latest committed version of table ``name`` (changes with every write, from any process)."""
+        return int(self._table(name).version)
+
     def scan_rows(self, name: str, where: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """This user's rows of table ``name`` matching the SQL filter ``where`` (``user_id`` excluded)."""
         return [{k: v for k, v in r.items() if k != "user_id"} for r in self._scan(name, where, limit=limit)]
