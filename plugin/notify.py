@@ -120,7 +120,7 @@ class NotificationService:
         self.vlm = vlm
         self.cameras = [s.camera_id for s in manifest.sources if s.camera_id]
         p = manifest.perception
-        self.labels = detector_labels(p.object_model, p.object_labels) if p.objects_on else []
+        self.labels = detector_labels(p.object_model, p.object_labels, p.object_type) if p.objects_on else []
         self.config = manifest.notifications
         self.hub = hub or NotificationHub()
         self.delivery = delivery

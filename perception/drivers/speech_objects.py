@@ -1,0 +1,124 @@
+"""Per-segment voices and object entities, for :mod:`perception.drivers.analyzer`.
+
+:func:`resolve_objects` turns the key frames' detections of entity classes into object entity
+assignments (:mod:`perception.identity.objects`); :func:`resolve_speech` diarizes the segment's
+audio, labels each voice (:mod:`perception.identity.voices`) and splits the transcript into
+utterances by speaker. :func:`object_observation` and :func:`speech_text` write the words that
+go into observations and traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perception.describe.local import format_ts
+from perception.detectors.asr import Transcript
+from perception.detectors.objects import ObjectDetection
+from perception.identity.objects import ObjectIdentities, ObjectSighting, object_descriptor
+from perception.identity.voices import VoiceIdentities
+
+__all__ = ["SpeechResult", "Utterance", "object_observation", "resolve_objects", "resolve_speech", "speech_text"]
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Consecutive words of one speaker (label: entity id or ``voice_<n>``)."""
+
+    speaker: str
+    text: str
+    start: float
+    end: float
+
+
+@dataclass
+class SpeechResult:
+    """Who spoke in a segment and what each said."""
+
+    voices: VoiceIdentities = field(default_factory=VoiceIdentities)
+    utterances: list[Utterance] = field(default_factory=list)
+
+    @property
+    def speakers(self) -> list[str]:
+        """Speaker labels in order of their first words (voices with no words after them)."""
+        return list(dict.fromkeys([*(u.speaker for u in self.utterances), *self.voices.labels.values()]))
+
+
+def resolve_objects(run: Any, frames: Sequence[tuple[np.ndarray, float, str, list[ObjectDetection]]],
+                    source: str, index: int, now: float) -> ObjectIdentities:
+    """Object entities of one segment from ``(image, t, keyframe id, detections)`` per key frame."""
+    resolver = run.object_resolver
+    sightings: list[ObjectSighting] = []
+    for image, t, kf_id, objects in frames:
+        for det in objects:
+            if resolver.wants(det):
+                sightings.append(ObjectSighting(det, object_descriptor(image, det.box), t, kf_id, image.shape[:2]))
+    if not sightings:
+        return ObjectIdentities(assignments=[])
+    return resolver.resolve(sightings, source, index, now, run.camera_id)
+
+
+def resolve_speech(run: Any, segment: Any, transcript: Transcript, on_screen: list[str], source: str,
+                   index: int, now: float) -> SpeechResult:
+    """Diarize the segment's audio, label each voice, and split the transcript into utterances."""
+    diarizer = getattr(run.perceivers, "speakers", None)
+    audio = getattr(segment, "audio", None)
+    if diarizer is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
+        return SpeechResult()
+    diarization = diarizer.diarize(audio, offset=segment.t_start)
+    if not diarization.turns:
+        return SpeechResult()
+    voices = run.voice_resolver.resolve(diarization, on_screen, source, index, now, run.camera_id)
+    utterances: list[Utterance] = []
+    for word in transcript.words:
+        cluster = diarization.speaker_at(word.start, word.end)
+        speaker = voices.labels.get(cluster, "") if cluster is not None else ""
+        if utterances and utterances[-1].speaker == speaker:
+            last = utterances[-1]
+            utterances[-1] = Utterance(speaker, f"{last.text} {word.text}".strip(), last.start, word.end)
+        else:
+            utterances.append(Utterance(speaker, word.text, word.start, word.end))
+    if not transcript.words and transcript.text and len(voices.labels) == 1:
+        only = next(iter(voices.labels.values()))
+        utterances.append(Utterance(only, transcript.text, segment.t_start, segment.t_end))
+    return SpeechResult(voices=voices, utterances=[u for u in utterances if u.text])
+
+
+def _who(label: str, names: dict[str, str]) -> str:
+    if not label:
+        return "someone"
+    name = names.get(label)
+    return f"{name} ({label})" if name else label
+
+
+def speech_text(speech: SpeechResult, names: dict[str, str]) -> tuple[str, list[str]]:
+    """The speaker-labelled transcript (``person_0001: words | voice_2: words``) and one quote per utterance."""
+    parts = [f"{_who(u.speaker, names)}: {u.text}" for u in speech.utterances]
+    return " | ".join(parts), parts
+
+
+def said_by(speech: SpeechResult, entity_id: str) -> str:
+    """What ``entity_id`` said in the segment (joined utterances; empty when nothing)."""
+    return " … ".join(u.text for u in speech.utterances if u.speaker == entity_id)
+
+
+def object_observation(entity_id: str, label: str, name: str | None, t_start: float, t_end: float,
+                       camera_id: str, sightings: Sequence[ObjectSighting], assignments: Sequence[str | None],
+                       people: Sequence[str]) -> str:
+    """Where and when an object entity was seen in a segment, in words."""
+    mine = [s for s, a in zip(sightings, assignments) if a == entity_id]
+    biggest = max(mine, key=lambda s: s.detection.box[2] * s.detection.box[3])
+    h, w = biggest.frame_shape
+    x, y, bw, bh = biggest.detection.box
+    cx, cy = (x + bw / 2) / max(w, 1), (y + bh / 2) / max(h, 1)
+    horiz = "left" if cx < 1 / 3 else "centre" if cx <= 2 / 3 else "right"
+    vert = "top" if cy < 1 / 3 else "middle" if cy <= 2 / 3 else "bottom"
+    share = bw * bh / max(w * h, 1)
+    size = "large" if share >= 0.25 else "medium" if share >= 0.05 else "small"
+    who = f"{name} ({entity_id})" if name else entity_id
+    company = f", with {', '.join(people)}" if people else ""
+    return (f"{who} ({label}) seen {format_ts(t_start)}–{format_ts(t_end)} on {camera_id}, {size}, "
+            f"{vert} {horiz} of frame, on {len({s.frame_t for s in mine})} key frame(s){company}.")
