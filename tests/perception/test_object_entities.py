@@ -97,3 +97,35 @@ def test_appearance_descriptor_tells_the_cat_from_the_cup_but_not_from_itself_zo
     a, b, c = (object_descriptor(img, box) for img in (cat, zoomed, cup))
     assert a is not None and b is not None and c is not None
     assert float(a @ b) >= 0.8 > float(a @ c)
+
+
+def test_a_named_object_can_be_searched_for_and_a_rule_naming_it_fires_when_it_returns(
+        store_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(store_dir / "lancedb", tmp_path / "lancedb")
+    manifest = load_manifest(write_manifest(tmp_path, perception=PERCEPTION, semantic={"enabled": False}))
+    objects, _ = _entity_objects(tmp_path)
+    pet = next(o for o in objects if "cat" in o.description or "dog" in o.description)
+
+    async def name_and_rule() -> tuple[dict, dict]:
+        async with Client(create_server(manifest), raise_exceptions=True) as client:
+            await client.call_tool("entity_update", {"action": "name", "entity_id": pet.id, "name": "Chelsea"})
+            rule = await client.call_tool("rule_add", {"text": "tell me when Chelsea appears"})
+            hits = await client.call_tool("memory_search", {"query": "Chelsea", "level": "entities"})
+            return rule.structured_content, hits.structured_content
+
+    rule, hits = anyio.run(name_and_rule)
+    assert hits["hits"][0]["id"] == pet.id
+    assert rule["conditions"]["entities"] and not rule["conditions"]["needs_vlm"]
+    shots = [_frame("coffee.png"), _frame("chelsea.png", 0.9)]
+    write_clip(tmp_path / "later.mp4", lambda i: shots[min(i // 20, 1)], frames=40, fps=10, size=SIZE,
+               options={"crf": "18", "preset": "veryfast"})
+    with engine_for(tmp_path, perception=PERCEPTION, semantic={"enabled": False}) as engine:
+        engine.ingest_file(tmp_path / "later.mp4", "living_room")
+        sent = [r for r in engine.store.scan_rows("notifications") if r["rule_id"] == rule["id"]]
+        traces = engine.store.timeline(camera="living_room")
+    later = [t for t in traces if t.source.endswith("later.mp4") and pet.id in t.entity_ids]
+    assert later and min(t.t_start for t in later) >= 1.5  # the cat shot, not the cup before it
+    fired = [r["trace_id"] for r in sent if r["decision"] == "sent"]
+    assert fired and fired[0] in {t.id for t in later}  # it fired on the cat's return, not on the cup
