@@ -34,7 +34,14 @@ from perception.detectors.backends import Perceivers, load_perceivers
 from perception.detectors.body import body_quality
 from perception.detectors.faces import FaceDetector, FaceEmbedder
 from perception.detectors.objects import ObjectDetection
-from perception.drivers.speech_objects import object_observation, resolve_objects, resolve_speech, said_by, speech_text
+from perception.drivers.speech_objects import (
+    mouth_motion,
+    object_observation,
+    resolve_objects,
+    resolve_speech,
+    said_by,
+    speech_text,
+)
 from perception.identity.resolver import FaceInput, Resolver
 from perception.identity.service import IdentityService
 from perception.segmenting.keyframes import encode_jpeg, select_keyframes
@@ -330,7 +337,12 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     extra = _identity_faces(run, segment, {id(p.frame) for p in picks}) if deep else []
     ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
     objs = resolve_objects(run, frame_objects, src, idx, wall)
-    speech = resolve_speech(run, segment, transcript, ids.entity_ids, src, idx, wall) if deep else None
+    speech = None
+    if deep:
+        on_screen = ids.entity_ids
+        talking = mouth_motion({f.t: f.image_bgr for f in segment.frames}, faces + extra, ids.assignments) \
+            if len(on_screen) > 1 else None
+        speech = resolve_speech(run, segment, transcript, on_screen, src, idx, wall, talking=talking)
     heard = [e for e in (speech.voices.entities if speech else {}) if e not in ids.entity_ids]
     run.last_t_end, run.last_people = segment.t_end, max(len(ids.entity_ids), labels.get("person", 0))
     run.last_objects = list(labels)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import cv2
 import numpy as np
 
 from perception.describe.local import format_ts
@@ -21,7 +22,8 @@ from perception.detectors.objects import ObjectDetection
 from perception.identity.objects import ObjectIdentities, ObjectSighting, object_descriptor
 from perception.identity.voices import VoiceIdentities
 
-__all__ = ["SpeechResult", "Utterance", "object_observation", "resolve_objects", "resolve_speech", "speech_text"]
+__all__ = ["SpeechResult", "Utterance", "mouth_motion", "object_observation", "resolve_objects", "resolve_speech",
+           "speech_text"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,50 @@ def resolve_objects(run: Any, frames: Sequence[tuple[np.ndarray, float, str, lis
     return resolver.resolve(sightings, source, index, now, run.camera_id)
 
 
+def _patch(image: np.ndarray, box: tuple[int, int, int, int], top: float, bottom: float) -> np.ndarray | None:
+    """Grey ``32×16`` patch of a face box between relative heights ``top`` and ``bottom`` (central 60 %)."""
+    x, y, w, h = box
+    x0, x1 = int(x + 0.2 * w), int(x + 0.8 * w)
+    y0, y1 = int(y + top * h), int(y + bottom * h)
+    H, W = image.shape[:2]
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(W, x1), min(H, y1)
+    if x1 - x0 < 8 or y1 - y0 < 4:
+        return None
+    grey = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2GRAY)
+    patch = cv2.resize(grey, (32, 16), interpolation=cv2.INTER_AREA).astype(np.float32)
+    return (patch - patch.mean()) / (patch.std() + 1e-3)
+
+
+def mouth_motion(images: dict[float, np.ndarray], faces: Sequence[Any], assignments: Sequence[str | None]) -> dict[str, float]:
+    """How much each identified face's mouth moves over the segment, beyond its whole face moving.
+
+    For consecutive sightings of one entity, the mouth strip (lower third of the face box) and the
+    eye strip are compared between the two frames at the same box; the score is the mean mouth
+    change minus the mean eye change (head motion and lighting change both strips alike).
+    """
+    by_entity: dict[str, list[tuple[float, tuple[int, int, int, int]]]] = {}
+    for face, entity in zip(faces, assignments):
+        if entity is not None and face.frame_t in images:
+            by_entity.setdefault(entity, []).append((face.frame_t, tuple(face.detection.box[:4])))
+    scores: dict[str, float] = {}
+    for entity, seen in by_entity.items():
+        seen = sorted(dict(seen).items())
+        mouth, eyes = [], []
+        for (t0, box), (t1, _) in zip(seen, seen[1:]):
+            a, b = images[t0], images[t1]
+            m0, m1 = _patch(a, box, 0.65, 0.95), _patch(b, box, 0.65, 0.95)
+            e0, e1 = _patch(a, box, 0.2, 0.45), _patch(b, box, 0.2, 0.45)
+            if m0 is None or m1 is None or e0 is None or e1 is None:
+                continue
+            mouth.append(float(np.abs(m0 - m1).mean()))
+            eyes.append(float(np.abs(e0 - e1).mean()))
+        if mouth:
+            scores[entity] = round(float(np.mean(mouth)) - float(np.mean(eyes)), 4)
+    return scores
+
+
 def resolve_speech(run: Any, segment: Any, transcript: Transcript, on_screen: list[str], source: str,
-                   index: int, now: float) -> SpeechResult:
+                   index: int, now: float, talking: dict[str, float] | None = None) -> SpeechResult:
     """Diarize the segment's audio, label each voice, and split the transcript into utterances."""
     diarizer = getattr(run.perceivers, "speakers", None)
     audio = getattr(segment, "audio", None)
@@ -71,7 +115,8 @@ def resolve_speech(run: Any, segment: Any, transcript: Transcript, on_screen: li
     diarization = diarizer.diarize(audio, offset=segment.t_start)
     if not diarization.turns:
         return SpeechResult()
-    voices = run.voice_resolver.resolve(diarization, on_screen, source, index, now, run.camera_id)
+    voices = run.voice_resolver.resolve(diarization, on_screen, source, index, now, run.camera_id,
+                                        talking=talking)
     utterances: list[Utterance] = []
     for word in transcript.words:
         cluster = diarization.speaker_at(word.start, word.end)

@@ -5,9 +5,11 @@ same voice. This module decides, per voice cluster:
 
 * **known voice**: its embedding matches a person's voice gallery (cosine ≥ ``match_threshold``
   and clear of the runner-up) → that person, even when off screen;
-* **linked**: otherwise, when exactly one identified person is on screen in the segment and the
-  voice is the only one speaking (or clearly the main one, ``dominant`` share of the speech), the
-  voice is that person's: a slot is added to their voice gallery (face and voice co-occur);
+* **linked**: otherwise, when the voice is the only one speaking (or clearly the main one,
+  ``dominant`` share of the speech) and either exactly one identified person is on screen, or
+  several are and one mouth moves clearly more than every other (``talking`` scores,
+  :func:`perception.drivers.speech_objects.mouth_motion`), the voice is that person's: a slot is
+  added to their voice gallery (face and voice co-occur);
 * **unknown voice**: otherwise the voice stays a source-local label ``voice_<n>``. Voices are
   tracked across the segments of one source (the same voice keeps its label, and once linked the
   label resolves to the person). A voice alone never creates an entity; only enrolment
@@ -43,19 +45,37 @@ class VoiceResolver:
     """Voice → person decisions for one source over the shared voice gallery (see the module docstring)."""
 
     def __init__(self, gallery: Gallery, match_threshold: float = 0.65, margin: float = 0.05,
-                 dominant: float = 0.8, min_link_s: float = 0.8, max_voices: int = 16) -> None:
+                 dominant: float = 0.8, min_link_s: float = 0.8, max_voices: int = 16,
+                 min_talking: float = 0.05, talking_ratio: float = 2.0) -> None:
         self.gallery = gallery
         self.match_threshold, self.margin, self.dominant = match_threshold, margin, dominant
         self.min_link_s = min_link_s
         #: source-local voices: label → (centroid, linked entity or None)
         self.voices: dict[str, tuple[np.ndarray, str | None]] = {}
         self.max_voices = max_voices
+        self.min_talking, self.talking_ratio = min_talking, talking_ratio
         self._next = 1
 
+    def talker(self, on_screen: list[str], talking: dict[str, float] | None) -> str | None:
+        """The one person on screen who can be the speaker: the only face, or the one mouth clearly moving."""
+        if len(on_screen) == 1:
+            return on_screen[0]
+        scores = sorted(((talking or {}).get(e, 0.0), e) for e in on_screen)
+        if len(scores) < 2:
+            return None
+        (second, _), (best, who) = scores[-2], scores[-1]
+        if best >= self.min_talking and best >= self.talking_ratio * max(second, 0.0) + 1e-6:
+            return who
+        return None
+
     def resolve(self, diarization: Diarization, on_screen: list[str], source: str, segment_index: int,
-                now: float, camera_id: str = "") -> VoiceIdentities:
-        """Label every voice of one segment; ``on_screen`` = person entities whose faces were identified."""
+                now: float, camera_id: str = "", talking: dict[str, float] | None = None) -> VoiceIdentities:
+        """Label every voice of one segment.
+
+        ``on_screen``: person entities whose faces were identified; ``talking``: their mouth-motion scores.
+        """
         out = VoiceIdentities()
+        talker = self.talker(on_screen, talking)
         total = sum(diarization.seconds.values()) or 1.0
         slots: list[str] = []
         for c in diarization.speakers:
@@ -75,9 +95,10 @@ class VoiceResolver:
                 entity, action, score = best.entity_id, "voice_match", best.score
             elif self.voices.get(voice, (None, None))[1] is not None:
                 entity, action, score = self.voices[voice][1], "voice_track", 1.0  # type: ignore[assignment]
-            elif (len(on_screen) == 1 and seconds >= self.min_link_s and seconds / total >= self.dominant
-                  and on_screen[0] not in out.entities):
-                entity, action, score = on_screen[0], "voice_link", 1.0
+            elif (talker is not None and seconds >= self.min_link_s and seconds / total >= self.dominant
+                  and talker not in out.entities):
+                entity, action, score = talker, "voice_link", 1.0
+                evidence["talking"] = talking or {}
             if entity is None:
                 out.labels[c] = voice
                 continue
@@ -91,7 +112,10 @@ class VoiceResolver:
                 slots.append(written.id)
             reason = {"voice_match": f"voice matched the person's voice gallery at cosine {score:.3f}",
                       "voice_track": "the same voice as earlier in this source, already tied to the person",
-                      "voice_link": "the only identified face on screen while this voice was the one speaking"}[action]
+                      "voice_link": ("the only identified face on screen while this voice was the one speaking"
+                                     if len(on_screen) == 1 else
+                                     "the face on screen whose mouth moved while this voice was the one speaking")
+                      }[action]
             out.decisions.append(IdentityDecision(
                 id=stable_id("dec_", source, segment_index, entity, "voice"), entity_id=entity, action=action,
                 source=source, camera_id=camera_id, segment_index=segment_index, score=round(float(score), 4),

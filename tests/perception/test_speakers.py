@@ -143,3 +143,60 @@ def test_an_enrolled_voice_names_its_speaker_without_a_face(tmp_path: Path) -> N
     assert b.speakers == [enrolled["id"]] and b.transcript.startswith(f"Bea ({enrolled['id']}): ")
     assert enrolled["id"] in b.entity_ids
     assert all(enrolled["id"] not in t.speakers for t in traces if t.t_start < 3.0 or t.t_start >= 6.0)
+
+
+def _two_faces(path: Path) -> Path:
+    """GRID A and B side by side: first A talks (B frozen), then B talks (A frozen), each with their own audio."""
+    from fractions import Fraction
+
+    import av
+
+    def frames(p: Path) -> list[np.ndarray]:
+        with av.open(str(p)) as c:
+            return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]
+
+    a, b = frames(DATA / "grid_bbaf2n.mpg"), frames(DATA / "grid_brbk7n.mpg")
+    audio = np.concatenate([load_audio(DATA / "grid_bbaf2n.mpg")[:len(a) * 640],
+                            load_audio(DATA / "grid_brbk7n.mpg")[:len(b) * 640]])
+    video = [np.hstack([fa, b[0]]) for fa in a] + [np.hstack([a[-1], fb]) for fb in b]
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=25)
+        vs.width, vs.height, vs.pix_fmt = 720, 288, "yuv420p"
+        vs.options = {"crf": "23", "preset": "veryfast"}
+        aus = out.add_stream("aac", rate=16000, layout="mono")
+        for i, img in enumerate(video):
+            vf = av.VideoFrame.from_ndarray(img, format="bgr24")
+            vf.pts = i
+            for p in vs.encode(vf):
+                out.mux(p)
+        for i in range(0, len(audio), 1024):
+            af = av.AudioFrame.from_ndarray(audio[None, i:i + 1024].astype(np.float32), format="fltp", layout="mono")
+            af.sample_rate, af.pts, af.time_base = 16000, i, Fraction(1, 16000)
+            for p in aus.encode(af):
+                out.mux(p)
+        for stream in (vs, aus):
+            for p in stream.encode():
+                out.mux(p)
+    return path
+
+
+def test_with_two_faces_on_screen_the_voice_goes_to_the_face_whose_mouth_moves(tmp_path: Path) -> None:
+    import json
+
+    _two_faces(tmp_path / "two.mp4")
+    with engine_for(tmp_path, perception=PERCEPTION, semantic={"enabled": False}) as engine:
+        engine.ingest_file(tmp_path / "two.mp4", "studio")
+        traces = [t for t in engine.store.timeline() if t.speakers]
+        decisions = engine.store.scan_rows("identity_decisions")
+
+    def left_of(trace_index: int, entity: str) -> bool:  # where that entity's face is in the segment
+        rows = [r for r in decisions if r["segment_index"] == trace_index and r["entity_id"] == entity
+                and r["action"] in ("new", "match", "confirm_pending")]
+        return json.loads(rows[0]["evidence_json"])[0]["box"][0] < 360
+
+    first, second = traces[0], traces[-1]
+    assert len(first.entity_ids) == 2 and "blue" in first.transcript.lower() and "red" in second.transcript.lower()
+    assert left_of(first.segment_index, first.speakers[0])  # A talks on the left
+    assert not left_of(second.segment_index, second.speakers[0])  # then B on the right
+    links = [r for r in decisions if r["action"] == "voice_link"]
+    assert len(links) == 2 and all("mouth moved" in r["reason"] for r in links)
