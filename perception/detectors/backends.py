@@ -30,7 +30,7 @@ from typing import Any
 
 from perception.settings import PerceptionConfig
 
-__all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "package_file", "verified"]
+__all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "object_detector", "package_file", "verified"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,10 +137,16 @@ def _body(model: str | None) -> Any:
     return ColourTextureDescriptor() if model is None else OnnxBodyDescriptor(model)
 
 
+def object_detector(settings: PerceptionConfig) -> Any:
+    """The object detector the settings choose (shared per process), or ``None`` when off or unavailable."""
+    if not settings.objects_on:
+        return None
+    return _objects(settings.object_type, settings.object_model, settings.object_labels, settings.object_threshold)
+
+
 def load_perceivers(settings: PerceptionConfig) -> Perceivers:
     """Build (or reuse, per process) the optional models the perception settings turn on."""
-    objects = _objects(settings.object_type, settings.object_model, settings.object_labels,
-                       settings.object_threshold) if settings.objects_on else None
+    objects = object_detector(settings)
     return Perceivers(
         objects=objects,
         ocr=_ocr() if settings.ocr_on else None,
