@@ -9,12 +9,16 @@ Every edit works on the store's tables through its public row API and leaves a d
   given), else to a new person entity.
 * **merge** moves galleries, observations, decisions and references (traces, key frames, facts,
   chapters) from one entity to another; the old id stays as a redirect (``merged_into``).
-* **split** moves chosen observations (and the gallery slots and references of their segments)
-  to a new entity.
+* **split** moves chosen observations (and the gallery slots, decisions and references of their
+  segments, and the facts whose evidence lies only in them) to a new entity; names and identity
+  facts stay with the original.
 * **forget** erases the entity and every id merged into it: gallery slots, observations,
   decisions, facts, key frames where it was the only subject; traces, chapters and remaining
   key frames lose its id, and its id and names are scrubbed from their text, which is re-embedded,
-  so a search afterwards finds nothing of it.
+  so a search afterwards finds nothing of it. Other entities' decisions, chapter titles, facts,
+  notifications, camera context and semantic counters lose it too, and every older table version
+  is pruned (:mod:`memory.erasure`), so no file of the store still holds its rows. Its id is never
+  handed out again (:mod:`memory.ids`).
 """
 
 from __future__ import annotations
@@ -28,9 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from .erasure import erase_history
 from .errors import NotFoundError
+from .forget_refs import move_split_facts as _move_split_facts
+from .forget_refs import scrub_references
 from .models import Entity, Fact, GalleryFace, IdentityDecision, Trace, stable_id
 from .search import sql_in, sql_literal
+from .schema import SEARCHABLE
 from .store import MemoryStore, trace_text
 
 __all__ = ["ForgetReport", "enrol_face", "entity_decisions", "forget_entity", "merge_entities", "name_entity",
@@ -92,10 +100,11 @@ def _retarget_refs(store: MemoryStore, old: set[str], new: str | None, segments:
         elif table == "schemas":
             for r in rows:
                 r["text"] = _scrub(r["text"], scrub) if scrub else r["text"]
+                r["title"] = _scrub(r["title"], scrub) if scrub else r["title"]
             store.upsert_searchable("schemas", rows)
         else:
             store.upsert_rows("keyframes", rows)
-    if new is not None:
+    if new is not None and segments is None:  # a merge moves every fact; a split only its own (split_entity)
         facts = store.scan_rows("facts", _where_has(sorted(old)))
         for r in facts:
             r["entity_ids"] = _swap(r["entity_ids"], old, new)
@@ -250,6 +259,7 @@ def split_entity(store: MemoryStore, entity_id: str, observation_ids: Sequence[s
     if decisions:
         store.upsert_rows("identity_decisions", [{**r, "entity_id": new_id} for r in decisions])
     _retarget_refs(store, {entity.id}, new_id, segments=segments)
+    _move_split_facts(store, entity.id, new_id, {r["id"] for r in chosen}, segments)
     new = _recount(store, Entity(id=new_id, kind=entity.kind, description=f"split from {entity.id}", cameras=[]))
     store.upsert_entity(new)
     store.upsert_entity(_recount(store, entity))
@@ -299,6 +309,8 @@ def forget_entity(store: MemoryStore, entity_id: str) -> ForgetReport:
     if mentions:
         store.upsert_searchable("observations", mentions)
     report["entities"] = store.delete_rows("entities", f"id IN {sql_in(sorted(ids))}")
+    report.update(scrub_references(store, ids, terms))
+    erase_history(store, store.table_names(), SEARCHABLE)
     logger.info("forgot %s (%s): %s", root.id, ", ".join(sorted(ids)), report)
     return report
 

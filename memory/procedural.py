@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -88,13 +88,13 @@ class RuleConditions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    entities: list[str] = Field(default_factory=list, description="entity ids or names; '*' = anyone")
-    objects: list[str] = Field(default_factory=list, description="object classes, e.g. ['dog', 'couch']")
+    entities: list[str] = Field(default_factory=list, max_length=64, description="entity ids or names; '*' = anyone")
+    objects: list[str] = Field(default_factory=list, max_length=64, description="object classes, e.g. ['dog', 'couch']")
     objects_mode: Literal["any", "all"] = Field("any", description="any/all of `objects` must be present")
-    overlap: list[tuple[str, str]] = Field(default_factory=list,
+    overlap: list[tuple[str, str]] = Field(default_factory=list, max_length=32,
                                            description="label pairs whose boxes must overlap, e.g. [['dog','couch']]")
-    zone: list[tuple[float, float]] | None = Field(
-        None, description="polygon of normalised (x, y) points in [0, 1]; a matching box centre must lie inside")
+    zone: list[tuple[Annotated[float, Field(ge=0, le=1)], Annotated[float, Field(ge=0, le=1)]]] | None = Field(
+        None, min_length=3, max_length=64, description="polygon of normalised (x, y) points in [0, 1]; a matching box centre must lie inside")
     time_window: TimeWindow | None = Field(None, description="only at these local times")
     timezone: str | None = Field(None, description="IANA zone for time_window, e.g. Europe/Paris; default: local")
     absent_minutes: float | None = Field(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 META_TABLE = "meta"
 
@@ -42,8 +42,8 @@ CAMERA_CONTEXT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("notes", _str), ("locked", _strs), ("trace_count", _i64), ("baseline_json", _str))
 
 
-#: trace column added by migration 5: who spoke (entity ids or source-local voice labels).
-TRACE_V5_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
+#: trace column added by migration 6: who spoke (entity ids or source-local voice labels).
+TRACE_V6_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
 
 
 def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
@@ -74,7 +74,7 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t_start", _f64),
             ("t_end", _f64), ("wall_start", _f64), ("summary", _str), ("entity_ids", _strs),
             ("objects", _strs), ("ocr_text", _str), ("transcript", _str), ("quotes", _strs),
-            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec, *TRACE_V5_COLUMNS)),
+            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec, *TRACE_V6_COLUMNS)),
         "schemas": pa.schema(_fields(
             ("camera_id", _str), ("source", _str), ("t_start", _f64), ("t_end", _f64),
             ("wall_start", _f64), ("wall_end", _f64), ("title", _str), ("text", _str),
@@ -115,6 +115,8 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t", _f64),
             ("wall_time", _f64), ("quality", _f64), ("width", _i64), ("height", _i64),
             ("entity_ids", _strs), ("jpeg", pa.binary()))),
+        "id_alloc": pa.schema(_fields(
+            ("kind", _str), ("value", _i64), ("entity_id", _str), ("created_at", _f64))),
         "ingest_log": pa.schema(_fields(
             ("source", _str), ("camera_id", _str), ("last_segment_index", _i64), ("last_t_end", _f64),
             ("done", pa.bool_()), ("source_size", _i64), ("source_mtime", _f64), ("updated_at", _f64))),

@@ -36,6 +36,7 @@ from lancedb.rerankers import RRFReranker
 
 from .embedders import Embedder
 from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
+from .ids import IdAllocator
 from .migrations import MigrationContext, apply_migrations
 from .models import (
     ID_PREFIXES,
@@ -115,6 +116,31 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
 PAGE_POOL = 50
 
 
+def _is_conflict(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "conflict" in text or "retryable" in text or "was modified" in text
+
+
+def optimize_quietly(table: lancedb.table.Table, name: str, attempts: int = 3, **kwargs: Any) -> bool:
+    """Compact ``table`` and fold new rows into its indices; returns whether it ran.
+
+    Another process compacting or writing the same table makes LanceDB refuse the commit; that is
+    retried a few times and then left to the next pass (compaction is an optimisation, never
+    needed for correctness), logged without a traceback.
+    """
+    for attempt in range(attempts):
+        try:
+            table.optimize(**kwargs)
+            return True
+        except Exception as exc:  # LanceDB raises plain OSError/RuntimeError for commit conflicts
+            if not _is_conflict(exc):
+                logger.exception("optimize of table %s failed", name)
+                return False
+            time.sleep(0.05 * (attempt + 1))
+    logger.info("optimize of table %s skipped: another writer kept committing; the next pass retries", name)
+    return False
+
+
 class MemoryStore:
     """Long-term memory of one user over LanceDB. See the module docstring for the design."""
 
@@ -161,6 +187,8 @@ class MemoryStore:
                            "search quality suffers until it is re-embedded", self.uri,
                            values.get("embedding_name"), self.embedder.name, self.embedder.dim)
         self._tables = {name: db.open_table(name) for name in table_schemas(self.embedder.dim)}
+        self._ids = IdAllocator(self._tables["id_alloc"], self.user_id, seed=self._highest_number,
+                                written=lambda: self._written("id_alloc"))
         for name in SEARCHABLE:
             self._ensure_fts(self._tables[name])
         logger.info("opened memory store %s (schema v%d, %s %d-d, user %s)", self.uri, version,
@@ -209,10 +237,7 @@ class MemoryStore:
     def optimize(self) -> None:
         """Compact the tables written since the last pass and fold new rows into their indices."""
         for name in sorted(self._dirty):
-            try:
-                self._table(name).optimize()
-            except Exception:  # optimisation is best effort; a concurrent writer may win
-                logger.exception("optimize of table %s failed", name)
+            optimize_quietly(self._table(name), name)
         self._dirty.clear()
         self._writes_since_optimize = 0
 
@@ -652,14 +677,28 @@ class MemoryStore:
         rows.sort(key=lambda r: (r["source"], r["t_start"], r["id"]))
         return [_model_from_row(Trace, r) for r in rows[offset:offset + limit]]
 
+    def table_names(self) -> list[str]:
+        """Every data table of the store."""
+        return list(table_schemas(self.embedder.dim))
+
     def counts(self) -> dict[str, int]:
         """Row count of every data table, for this user."""
         where = self._user_where()
         return {name: self._table(name).count_rows(where) for name in table_schemas(self.embedder.dim)}
 
-    def next_entity_id(self, kind: EntityKind) -> str:
-        """The next free id of ``kind``: ``person_0001``, ``person_0002``, …"""
+    def next_entity_id(self, kind: EntityKind, key: str | None = None) -> str:
+        """A new id of ``kind`` (``person_0001``, …), unique across every process writing this store.
+
+        Ids are never reused, even after a forget. With ``key``, the same key always gets the same
+        id (a segment re-run after a crash re-creates the same entities); see :mod:`memory.ids`.
+        """
+        self._table("id_alloc")  # raises when the store is not open
+        return self._ids.allocate(kind, key)
+
+    def _highest_number(self, kind: str) -> int:
+        """The highest ``kind_NNNN`` number any table refers to (seeds a new id counter)."""
         pattern = re.compile(rf"^{kind}_(\d+)$")
-        rows = self._scan("entities", f"kind = {sql_literal(kind)}", columns=["id"])
-        numbers = [int(m.group(1)) for r in rows if (m := pattern.match(r["id"]))]
-        return f"{kind}_{max(numbers, default=0) + 1:04d}"
+        ids = [r["id"] for r in self._scan("entities", f"kind = {sql_literal(kind)}", columns=["id"])]
+        for table in ("gallery_face", "gallery_body", "identity_decisions"):
+            ids += [r["entity_id"] for r in self._scan(table, columns=["entity_id"])]
+        return max((int(m.group(1)) for i in ids if i and (m := pattern.match(i))), default=0)

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from types import FrameType
@@ -24,6 +25,8 @@ from typing import Any
 import anyio
 
 from plugin.errors import ManifestError, PluginError
+from plugin.cli_checks import ingest_path, require_store
+from plugin.reporting import ingest_status
 
 __all__ = ["main"]
 
@@ -84,7 +87,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host, port = parse_bind(args.http, cfg.port) if args.http else (cfg.host, cfg.port)
     token = cfg.token.get_secret_value() if cfg.token else None
     server = create_server(manifest, Overrides(http=f"http://{host}:{port}/mcp"))
-    anyio.run(serve_http, server, host, port, token or None)
+    anyio.run(partial(serve_http, allowed_hosts=cfg.allowed_hosts, allowed_origins=cfg.allowed_origins,
+                      max_body_bytes=cfg.max_body_bytes), server, host, port, token or None)
     return 0
 
 
@@ -137,13 +141,13 @@ def _ingest(engine: Any, path: Path, camera: str | None) -> Any:
 def cmd_ingest(args: argparse.Namespace) -> int:
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
-    path = Path(args.path).expanduser()
+    path = ingest_path(args.path)
     engine = _engine(manifest)
     try:
         report = _ingest(engine, path, args.camera)
     finally:
         engine.close(drain_s=DRAIN_S)
-    status = "interrupted — run the same command again to resume" if report.interrupted else "complete"
+    status = "interrupted — run the same command again to resume" if report.interrupted else ingest_status(report)
     _out(f"{path}: {status}; {report.segments_written} segment(s) written, {report.segments_skipped} "
          f"already in memory, {len(report.entities)} entities, {report.seconds:.1f} s")
     return 130 if report.interrupted else 0
@@ -188,6 +192,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     manifest = _manifest(args)
     _setup_logging("WARNING")
+    require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
         for hit in store.search(args.query, level=args.level, limit=args.limit, mode=args.mode):
@@ -214,6 +219,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                                 max_images=qa.max_images, camera=args.camera, until=args.until)
             return await agent.ask(args.question)
 
+    require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
         result = anyio.run(run)

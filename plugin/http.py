@@ -1,24 +1,24 @@
-"""Streamable HTTP transport with a loopback guard and an optional bearer token.
+"""Streamable HTTP transport behind one guard (:mod:`plugin.guard`).
 
 Binding anything but a loopback address exposes memory to the network, so it is refused unless a
-bearer token is configured; when a token is configured every request must carry it
-(``Authorization: Bearer <token>``), compared in constant time.
+bearer token is configured. Every route (``/mcp``, the phone page and its upload) goes through
+:class:`plugin.guard.HttpGuard`: Host and Origin checks, the token (or a phone pairing cookie) and a
+streamed body-size limit.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
-import json
 import logging
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from plugin.errors import ServeError
+from plugin.guard import DEFAULT_MAX_BODY_BYTES, HttpGuard, Pairing, pairing_url
 
-__all__ = ["BearerAuth", "build_http_app", "is_loopback", "parse_bind", "serve_http"]
+__all__ = ["build_http_app", "is_loopback", "parse_bind", "serve_http"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,28 +54,10 @@ def parse_bind(value: str, default_port: int) -> tuple[str, int]:
     return host, port
 
 
-class BearerAuth:
-    """ASGI middleware requiring ``Authorization: Bearer <token>`` on every HTTP request."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            supplied = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(supplied, self._expected):
-                body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>' "
-                                            "with the token configured in server.http.token"}).encode()
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-def build_http_app(server: MCPServer[Any], host: str, token: str | None) -> ASGIApp:
-    """The server's streamable HTTP app (path ``/mcp``), behind the token when one is set.
+def build_http_app(server: MCPServer[Any], host: str, token: str | None, *,
+                   allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
+                   max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, pairing: Pairing | None = None) -> ASGIApp:
+    """The server's streamable HTTP app (path ``/mcp``) behind :class:`plugin.guard.HttpGuard`.
 
     Raises:
         ServeError: ``host`` is not loopback and no token is configured.
@@ -85,15 +67,26 @@ def build_http_app(server: MCPServer[Any], host: str, token: str | None) -> ASGI
             f"refusing to bind {host}: only loopback addresses may be served without a token; "
             "set server.http.token (e.g. token: ${REFLECTWORLD_TOKEN}) or bind 127.0.0.1"
         )
-    app: ASGIApp = server.streamable_http_app(host=host)
-    return BearerAuth(app, token) if token else app
+    app: ASGIApp = server.streamable_http_app(host=host, max_request_body_size=max_body_bytes)
+    return HttpGuard(app, bind_host=host, token=token, allowed_hosts=allowed_hosts or [],
+                     allowed_origins=allowed_origins or [], max_body_bytes=max_body_bytes, pairing=pairing)
 
 
-async def serve_http(server: MCPServer[Any], host: str, port: int, token: str | None) -> None:
-    """Serve ``server`` over streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled."""
+async def serve_http(server: MCPServer[Any], host: str, port: int, token: str | None, *,
+                     allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
+                     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    """Serve ``server`` over streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled.
+
+    With a token, logs a one-time pairing link for the phone page (``/phone?pair=…``).
+    """
     import uvicorn
 
-    app = build_http_app(server, host, token)
+    pairing = Pairing()
+    app = build_http_app(server, host, token, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+                         max_body_bytes=max_body_bytes, pairing=pairing)
+    if token:
+        logger.info("phone camera: open %s once on the phone (one-time link, valid %d min)",
+                    pairing_url(host, port, pairing.issue()), int(pairing.code_ttl_s // 60))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     logger.info("serving MCP over streamable HTTP at http://%s:%d/mcp%s", host, port,
                 " (bearer token required)" if token else "")

@@ -31,6 +31,7 @@ from perception.settings import (
     YuNetFacesConfig,
 )
 from plugin.errors import ManifestError, ManifestProblem
+from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
 
 __all__ = [
     "Manifest",
@@ -140,6 +141,12 @@ class HTTPConfig(Strict):
     host: str = Field("127.0.0.1", description="bind address; non-loopback requires a token")
     port: int = Field(8765, ge=1, le=65535)
     token: SecretStr | None = Field(None, description="bearer token, as ${ENV}")
+    allowed_hosts: list[str] = Field(default_factory=list, max_length=64,
+                                     description="extra Host names to accept (e.g. the machine's LAN name)")
+    allowed_origins: list[str] = Field(default_factory=list, max_length=64,
+                                       description="extra browser Origins allowed to call the server")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+                                description="largest request body any route accepts")
 
 
 class JudgeConfig(Strict):
@@ -270,6 +277,37 @@ class RuleConfig(Strict):
             raise ValueError(f"invalid rule conditions ({detail})") from None
 
 
+class AccessConfig(Strict):
+    """What tool calls may reach (sources in this manifest are trusted and not checked); see tools/access.py."""
+
+    roots: list[str] | None = Field(None, max_length=64, description=(
+        "folders whose files tool calls may read (capture_start, entity_update image_path); "
+        "null = your home directory and the ReflectWorld data directory"))
+    hidden: bool = Field(False, description="allow hidden folders (.ssh, .config, …) below a root")
+    url_schemes: list[Literal["rtsp", "rtsps", "http", "https"]] = Field(
+        default_factory=lambda: ["rtsp", "rtsps", "http", "https"], description="stream URL schemes tool calls may use")
+    lan: bool = Field(True, description="allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)")
+    public: bool = Field(True, description="allow public internet addresses")
+    loopback: bool = Field(False, description="allow this machine's own addresses (127.0.0.0/8, ::1)")
+    networks: list[str] = Field(default_factory=list, max_length=64, description=(
+        "extra networks to allow, as CIDR (link-local and cloud metadata stay refused)"))
+    devices: bool = Field(True, description="allow local video devices (/dev/videoN)")
+    max_timeout_s: float = Field(30.0, gt=0, le=300, description="cap on caller-chosen open/read timeouts")
+    max_captures: int = Field(16, ge=1, le=256, description="captures tool calls may keep running at once")
+
+    @field_validator("networks")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for net in value:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError:
+                raise ValueError(f"{net!r} is not a network; write CIDR like 192.168.1.0/24") from None
+        return value
+
+
 class ServerConfig(Strict):
     """MCP server settings."""
 
@@ -289,6 +327,7 @@ class Manifest(Strict):
     vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")
     sources: list[SourceConfig] = Field(default_factory=list)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     rules: list[RuleConfig] = Field(default_factory=list, description="initial rules, added at start-up")
     semantic: SemanticConfig = Field(default_factory=SemanticConfig)
@@ -414,7 +453,7 @@ def parse_manifest(data: Any, source: str = "<manifest>") -> Manifest:
         data = {}
     if not isinstance(data, dict):
         raise ManifestError(source, [ManifestProblem("", "the manifest must be a mapping of keys")])
-    problems: list[ManifestProblem] = []
+    problems: list[ManifestProblem] = literal_secrets(data)
     data = _substitute_env(data, "", problems)
     try:
         manifest = Manifest.model_validate(data)
@@ -435,16 +474,21 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     file = Path(path)
     if not file.is_file():
         raise ManifestError(str(file), [ManifestProblem("", "file not found", "check the path")])
+    if file.stat().st_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(str(file), [ManifestProblem("", f"the file is larger than {MAX_MANIFEST_BYTES} bytes",
+                                                        "a manifest is a short configuration file; check the path")])
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix.lower() == ".toml":
             data: Any = tomllib.loads(text)
         elif file.suffix.lower() in {".yaml", ".yml", ".json"}:
-            data = yaml.safe_load(text)
+            data = load_yaml_bounded(text)
         else:
             raise ManifestError(
                 str(file), [ManifestProblem("", f"unsupported extension {file.suffix!r}", "use .yaml, .yml or .toml")]
             )
+    except YAMLLimitError as exc:
+        raise ManifestError(str(file), [ManifestProblem("", str(exc), "simplify the file")]) from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ManifestError(str(file), [ManifestProblem("", f"cannot parse: {exc}", "fix the syntax")]) from None
     return parse_manifest(data, str(file))

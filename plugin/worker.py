@@ -106,6 +106,8 @@ class _Runner:
                                      stop=self.stop, on_segment=self._count)
                 self.written = report.segments_written
                 self.state = "done" if report.done else "stopped"
+                self.damage = {"bad_packets": report.bad_packets, "partial": report.partial,
+                               "readable_s": report.readable_s}
                 return
             store = w.pipeline.store
             first_index, t_base = live_start_point(store, self.source.key)
@@ -142,6 +144,7 @@ class _Runner:
 
     def info(self) -> CaptureInfo:
         stats: dict[str, Any] = self.gateway.stats.as_dict() if self.gateway is not None else {}
+        stats.update(getattr(self, "damage", {}))  # a file's skipped packets and whether it was partial
         if self.source.kind == "file":
             stats["progress_s"] = round(self.progress_s, 2)
         error = self.error or (stats.get("last_error") if stats.get("state") == "reconnecting" else None)

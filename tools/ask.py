@@ -56,7 +56,7 @@ def register(server: MCPServer[Any], asker: Asker) -> None:
         max_rounds: Annotated[int | None, Field(ge=1, le=20, description="tool rounds the agent may use; "
                                                 "default from the manifest")] = None,
         camera: Annotated[str | None, Field(description="only look at this camera id")] = None,
-        until: Annotated[float | None, Field(ge=0, description="only memories up to this media second")] = None,
+        until: Annotated[float | None, Field(ge=0, le=1e9, description="only memories up to this media second")] = None,
     ) -> Annotated[CallToolResult, AskAnswer]:
         """Answer a question from memory with a dedicated agent that searches, opens neighbours and looks
         at key frames for you, then returns a short answer and the memory ids it rests on.

@@ -11,6 +11,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from perception.segmenting.keyframes import encode_jpeg
+from tools.access import policy_of
 from tools.errors import tool_errors
 from tools.results import structured
 
@@ -96,7 +97,9 @@ def register(server: MCPServer[Any]) -> None:
         if unknown:
             raise ToolError(f"unknown option(s) {sorted(unknown)}; allowed: {sorted(_ALLOWED_OPTIONS)}")
         with tool_errors("capture_start"):
-            info = _worker(ctx).start_capture(source, camera_id, options)
+            policy = policy_of(ctx)
+            policy.check_capacity([c.state for c in _worker(ctx).status()])
+            info = _worker(ctx).start_capture(policy.check_source(source), camera_id, policy.clamp_options(options))
         state = CaptureState(**asdict(info))
         return structured(state, f"capture started — {_line(state)}")
 

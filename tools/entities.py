@@ -13,6 +13,7 @@ from memory.identity_ops import enrol_face, entity_decisions, forget_entity, mer
 from memory.models import Entity, Fact
 from memory.voice_ops import enrol_voice
 from perception.identity.reference import reference_views
+from tools.access import policy_of
 from tools.errors import tool_errors
 from tools.memory import READ_ONLY
 from tools.results import clip, itemize, structured
@@ -62,7 +63,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ctx: Context[Any],
         kind: Annotated[Literal["person", "object"] | None, Field(description="only people or only objects")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="entities per page")] = 20,
-        offset: Annotated[int, Field(ge=0, description="skip this many (paging)")] = 0,
+        offset: Annotated[int, Field(ge=0, le=1_000_000, description="skip this many (paging)")] = 0,
     ) -> Annotated[CallToolResult, EntityPage]:
         """List the people and objects memory knows, with names, first/last seen and sighting counts."""
         limit = min(limit, max_results)
@@ -112,7 +113,10 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         app = ctx.request_context.lifespan_context
         identity = getattr(app, "identity", None)
         with tool_errors("entity_update"), (identity.lock if identity is not None else nullcontext()):
+            if image_path:
+                image_path = str(policy_of(ctx).check_path(image_path, "image_path"))
             if action == "name" and audio_path:
+                audio_path = str(policy_of(ctx).check_path(audio_path, "audio_path"))
                 result = _enrol_voice(app.store, _need(name, "name", action), audio_path, entity_id)
             else:
                 result = _update(app.store, action, entity_id, name, image_path, into_id, observation_ids)

@@ -15,6 +15,9 @@ from tools.results import clip, clock, itemize, structured
 
 __all__ = ["register"]
 
+#: largest media time a filter accepts (about 31 years of stream)
+MAX_MEDIA_S = 1e9
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -54,8 +57,8 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ] = "traces",
         camera: Annotated[str | None, Field(description="only this camera id")] = None,
         entity: Annotated[str | None, Field(description="only memories involving this entity id (see entity_list)")] = None,
-        start: Annotated[float | None, Field(ge=0, description="only from this media second on")] = None,
-        end: Annotated[float | None, Field(ge=0, description="only up to this media second")] = None,
+        start: Annotated[float | None, Field(ge=0, le=MAX_MEDIA_S, description="only from this media second on")] = None,
+        end: Annotated[float | None, Field(ge=0, le=MAX_MEDIA_S, description="only up to this media second")] = None,
         mode: Annotated[
             Literal["hybrid", "vector", "fts"],
             Field(description="hybrid (default) fuses meaning and keywords; vector = meaning; fts = exact words"),

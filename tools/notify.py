@@ -25,6 +25,9 @@ from tools.rules import READ_ONLY, WRITES, service_of
 
 __all__ = ["CROSS_PROCESS_RECHECK_S", "register"]
 
+#: notification cursors are epoch microseconds; this bound (year 2286) keeps every value a valid int64 filter
+MAX_CURSOR = 10**16
+
 #: while long-polling, re-read the store this often for notifications sent by other processes
 CROSS_PROCESS_RECHECK_S = 2.0
 #: notifications the resource shows (newest)
@@ -91,7 +94,7 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
 
     async def notify_poll(
         ctx: Context[Any],
-        since: Annotated[int, Field(ge=0, description="cursor from the previous call; 0 = from the start")] = 0,
+        since: Annotated[int, Field(ge=0, le=MAX_CURSOR, description="cursor from the previous call; 0 = from the start")] = 0,
         wait_s: Annotated[float, Field(ge=0, le=60, description="how long to wait for a new notification")] = 20.0,
         camera: Annotated[str | None, Field(description="only this camera id")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="at most this many notifications")] = 20,

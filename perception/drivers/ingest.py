@@ -42,6 +42,8 @@ from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
 from perception.drivers.analyzer import AnalysisStore, Pipeline
+from perception.media.audio import AudioBuffer, AudioTrack, SileroVAD, speech_intervals_of
+from perception.media.damage import read_damage, readable_end
 from perception.errors import MediaError
 from perception.media.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
 from perception.media.gateway import AudioChunk, Gateway
@@ -70,6 +72,9 @@ class IngestReport(BaseModel):
     seconds: float = Field(description="wall time of this call")
     done: bool = Field(description="the file was ingested to its end")
     interrupted: bool = False
+    bad_packets: int = Field(0, description="undecodable audio/video packets skipped")
+    partial: bool = Field(False, description="the file ends (or breaks off) before its stated duration")
+    readable_s: float | None = Field(None, description="media time up to which a partial file was readable")
 
 
 
@@ -157,18 +162,20 @@ def ingest_file(
     gateway = Gateway(AVSource(uri=source, kind="file", live=False, options={"audio": False}),
                       settings.sample_fps, mode="offline_quality", start_s=decode_from).start()
     frames = (item for item in gateway.items() if isinstance(item, Frame))
+    audio = AudioTrack(p, decode_from) if info.has_audio else None
 
     def speaking(t: float) -> bool:
         return _overlaps(intervals, t - 1e-6, t + 1e-6)
 
     try:
-        for segment in segmenter.segments(frames, end_t=end_t, start_t=start_s if start_s > 0 else None,
+        for segment in segmenter.segments(frames, end_t=lambda: readable_end(gateway, end_t),
+                                          start_t=start_s if start_s > 0 else None,
                                           speech=speaking if vad is not None else None):
             if stop is not None and stop.is_set():
                 interrupted = True
                 break
-            if info.has_audio:
-                segment.audio = decode_audio(p, segment.t_start, segment.t_end)
+            if audio is not None:
+                segment.audio = audio.slice(segment.t_start, segment.t_end)
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
             write = run.commit(segment)
             if on_segment is not None:
@@ -179,6 +186,9 @@ def ingest_file(
     finally:
         gateway.stop()
         frames.close()
+        if audio is not None:
+            audio.close()
+    damage = read_damage(gateway, audio, end_t)
     if not interrupted:
         store.mark_source_done(source, camera)
         pipeline.source_done(source, camera)
@@ -187,7 +197,7 @@ def ingest_file(
                 " (interrupted)" if interrupted else "")
     return IngestReport(source=source, camera_id=camera, segments_total=skipped + written, segments_written=written,
                         segments_skipped=skipped, entities=sorted(run.seen), seconds=seconds,
-                        done=not interrupted, interrupted=interrupted)
+                        done=not interrupted, interrupted=interrupted, **damage)
 
 
 def live_start_point(store: AnalysisStore, source_key: str) -> tuple[int, float]:

@@ -132,7 +132,7 @@ class ObjectResolver:
                 entity_id, action = best.entity_id, "match"
                 written = self.gallery.offer(entity_id, slot)
             else:
-                entity_id, action = self._allocate(), "new"
+                entity_id, action = self._allocate(stable_id("alloc_", source, segment_index, "object", pos)), "new"
                 self.meta[entity_id] = (det.label, camera_id)
                 written = self.gallery.seed(entity_id, slot)
                 out.new_entity_ids.append(entity_id)
@@ -162,9 +162,10 @@ class ObjectResolver:
                 reason=reason, evidence_json=json.dumps(items), created_at=now))
         return out
 
-    def _allocate(self) -> str:
-        candidate = self._ids.next_entity_id("object")  # type: ignore[attr-defined]
-        while candidate in self._reserved or candidate in self.gallery.entities:
+    def _allocate(self, key: str) -> str:
+        """A new object id from the store's cross-process counter (the same again for claim ``key``)."""
+        candidate = self._ids.next_entity_id("object", key)  # type: ignore[attr-defined]
+        while candidate in self._reserved or candidate in self.gallery.entities:  # id sources without claims
             prefix, number = candidate.rsplit("_", 1)
             candidate = f"{prefix}_{int(number) + 1:0{len(number)}d}"
         self._reserved.add(candidate)

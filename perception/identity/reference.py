@@ -10,6 +10,7 @@ import numpy as np
 from perception.detectors.faces import FaceDetector, FaceEmbedder
 from perception.errors import MediaError
 from perception.identity.resolver import face_quality
+from perception.media.images import read_image
 
 __all__ = ["reference_face", "reference_views"]
 
@@ -24,7 +25,7 @@ def reference_face(path: str, detector: FaceDetector | None = None,
         MediaError: the image is missing or unreadable.
         ValueError: no clear face (big and confident enough to identify) is in it.
     """
-    image = cv2.imread(str(path))
+    image = read_image(path)
     if image is None:
         raise MediaError(f"cannot read image {path}; pass the path of a PNG or JPEG file on the server's machine")
     detector, embedder = detector or FaceDetector(), embedder or FaceEmbedder()
@@ -57,7 +58,7 @@ def reference_views(path: str, detector: FaceDetector | None = None,
     """
     detector, embedder = detector or FaceDetector(), embedder or FaceEmbedder()
     views = [reference_face(path, detector, embedder)]
-    image = cv2.imread(str(path))
+    image = read_image(path)
     assert image is not None  # reference_face read it
     h, w = image.shape[:2]
     for angle in REFERENCE_TILTS:

@@ -30,9 +30,9 @@ def unit(vec: np.ndarray) -> np.ndarray:
     return v / n if n > 0 else v
 
 
-@dataclass
+@dataclass(eq=False)
 class Slot:
-    """One gallery embedding of an entity."""
+    """One gallery embedding of an entity (compared by identity: it holds an array)."""
 
     id: str
     embedding: np.ndarray

@@ -42,7 +42,7 @@ _ID_NUMBER = re.compile(r"^(?P<prefix>[a-z]+_)(?P<n>\d+)$")
 class EntityIdSource(Protocol):
     """The part of the store the resolver needs: the next free entity id of a kind."""
 
-    def next_entity_id(self, kind: EntityKind) -> str: ...
+    def next_entity_id(self, kind: EntityKind, key: str | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,10 @@ class FaceInput:
     frame_shape: tuple[int, int] = (0, 0)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Pending:
+    """A weak sighting waiting for confirmation; compared by identity (it holds an array)."""
+
     vec: np.ndarray
     frame_t: float
     segment_index: int
@@ -200,7 +202,7 @@ class Resolver:
                     continue
                 item["pending_support"] = support
             if entity_id is None:
-                entity_id = self._allocate("person")
+                entity_id = self._allocate("person", stable_id("alloc_", source, segment_index, pos))
             if entity_id not in self.faces.entities:
                 out.new_entity_ids.append(entity_id)
             slot_id = stable_id("gal_", source, segment_index, pos)
@@ -295,8 +297,10 @@ class Resolver:
         cands = self.faces.candidates(centroid, top=2)
         if cands and self.new_threshold <= cands[0].score < self.match_threshold:
             return None, "pending", len(group)  # still ambiguous together: keep waiting, never force it
-        for p in group:
-            self.pending.remove(p)
+        confirmed = {id(p) for p in group}
+        kept = [p for p in self.pending if id(p) not in confirmed]
+        self.pending.clear()
+        self.pending.extend(kept)
         if cands and cands[0].score >= self.match_threshold:
             return cands[0].entity_id, "confirm_pending", len(group)
         return None, "confirm_pending", len(group)
@@ -305,14 +309,18 @@ class Resolver:
         while self.pending and segment_index - self.pending[0].segment_index > self.pending_segments:
             self.pending.popleft()
 
-    def _allocate(self, kind: EntityKind) -> str:
-        """Next free entity id, skipping ids already handed out in this run."""
-        candidate = self._ids.next_entity_id(kind)
-        while candidate in self._reserved or candidate in self.faces.entities:
+    def _allocate(self, kind: EntityKind, key: str) -> str:
+        """A new entity id from the store (unique across processes; the same again for ``key``)."""
+        candidate = self._ids.next_entity_id(kind, key)
+        if candidate in self._reserved or candidate in self.faces.entities:
+            # only an id source without claims repeats itself (tests' stand-ins): step past it
             m = _ID_NUMBER.match(candidate)
             if m is None:
                 raise ValueError(f"unexpected entity id format {candidate!r}; expected e.g. person_0001")
-            candidate = f"{m['prefix']}{int(m['n']) + 1:0{len(m['n'])}d}"
+            while candidate in self._reserved or candidate in self.faces.entities:
+                candidate = f"{m['prefix']}{int(m['n']) + 1:0{len(m['n'])}d}"
+                m = _ID_NUMBER.match(candidate)
+                assert m is not None
         self._reserved.add(candidate)
         return candidate
 

@@ -143,9 +143,9 @@ class IdentityService:
         return ObjectResolver(self.objects, self.object_meta, self, self.reserved, classes,
                               match_threshold=match_threshold, min_box_px=min_box_px)
 
-    def next_entity_id(self, kind: EntityKind) -> str:
-        """The store's next free id of ``kind`` (the resolver skips ids reserved in this process)."""
-        return self.store.next_entity_id(kind)
+    def next_entity_id(self, kind: EntityKind, key: str | None = None) -> str:
+        """A new id of ``kind`` from the store's cross-process counter (the same again for claim ``key``)."""
+        return self.store.next_entity_id(kind, key)
 
     def entity(self, entity_id: str) -> Entity | None:
         """The current record of an entity (cache, then store); ``None`` when unknown or forgotten."""

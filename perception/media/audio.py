@@ -1,6 +1,8 @@
 """Audio: decode to 16 kHz mono float32, Silero voice activity detection, a rolling buffer.
 
-* :func:`decode_audio` reads a file's first audio track between two media times.
+* :func:`decode_audio` reads a file's first audio track between two media times;
+  :class:`AudioTrack` slices a whole file's audio segment by segment in one forward pass.
+  Undecodable packets are skipped and counted, not fatal.
 * :class:`SileroVAD` runs the vendored Silero VAD v6 ONNX model (``perception/models``, MIT,
   sha256-checked at load) over 32 ms windows; :meth:`SileroVAD.speech_intervals` turns the
   per-window probabilities into speech intervals with hysteresis.
@@ -26,7 +28,8 @@ import numpy as np
 
 from perception.errors import MediaError
 
-__all__ = ["SAMPLE_RATE", "AudioBuffer", "SileroVAD", "decode_audio", "iter_audio", "speech_intervals_of"]
+__all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioTrack", "SileroVAD", "decode_audio", "iter_audio",
+           "speech_intervals_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +40,24 @@ _WINDOW = 512  # samples per VAD step at 16 kHz (32 ms)
 _CONTEXT = 64  # samples of the previous window the model expects in front of each window
 
 
-def iter_audio(path: str | Path, start_s: float = 0.0) -> Iterator[tuple[float, np.ndarray]]:
+#: consecutive undecodable packets after which a file counts as corrupt rather than damaged
+MAX_BAD_RUN = 200
+
+
+def iter_audio(path: str | Path, start_s: float = 0.0,
+               counts: dict[str, int] | None = None) -> Iterator[tuple[float, np.ndarray]]:
     """Yield ``(t, samples)`` chunks of a file's first audio track, 16 kHz mono float32, from ``start_s``.
 
+    A packet that does not decode is skipped and counted in ``counts["bad_packets"]`` (real files
+    carry the odd damaged packet, and MPEG-PS audio right after a seek starts mid-frame); the
+    samples after it keep their own timestamps. A read error part-way (a truncated file) ends the
+    track there and sets ``counts["truncated"]``.
+
     Raises:
-        MediaError: the file is missing or cannot be decoded.
+        MediaError: the file is missing or cannot be opened, or its audio is undecodable throughout.
     """
+    counts = counts if counts is not None else {}
+    counts.setdefault("bad_packets", 0)
     p = Path(path)
     if not p.is_file():
         raise MediaError(f"media file not found: {str(p)!r}; check the path", str(p))
@@ -58,20 +73,75 @@ def iter_audio(path: str | Path, start_s: float = 0.0) -> Iterator[tuple[float, 
             container.seek(int(start_s / stream.time_base), stream=stream)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         t_next: float | None = None
-        try:
-            for frame in container.decode(stream):
-                if t_next is None:
-                    t_next = float(frame.time) if frame.time is not None else 0.0
+        bad_run = 0
+        packets = container.demux(stream)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                break
+            except (av.error.FFmpegError, OSError) as exc:
+                logger.warning("audio of %s ends early at %.2fs (%s)", p, t_next or 0.0, exc)
+                counts["truncated"] = 1
+                break
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError:
+                counts["bad_packets"] += 1
+                bad_run += 1
+                if bad_run >= MAX_BAD_RUN:
+                    raise MediaError(f"decoding the audio of {str(p)!r} failed {bad_run} times in a row; "
+                                     "the file is corrupt", str(p)) from None
+                continue
+            bad_run = 0
+            for frame in frames:
+                if frame.time is not None and (t_next is None or abs(float(frame.time) - t_next) > 0.1):
+                    t_next = float(frame.time)  # first frame, or the gap a skipped packet left
+                t_next = 0.0 if t_next is None else t_next
                 for out in resampler.resample(frame):
                     pcm = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
                     yield t_next, pcm
                     t_next += len(pcm) / SAMPLE_RATE
-            for out in resampler.resample(None):
-                pcm = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
-                yield (t_next or 0.0), pcm
-                t_next = (t_next or 0.0) + len(pcm) / SAMPLE_RATE
-        except av.error.FFmpegError as exc:
-            raise MediaError(f"decoding the audio of {str(p)!r} failed ({exc}); the file is corrupt", str(p)) from exc
+        for out in resampler.resample(None):
+            pcm = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+            yield (t_next or 0.0), pcm
+            t_next = (t_next or 0.0) + len(pcm) / SAMPLE_RATE
+
+
+class AudioTrack:
+    """A file's audio decoded in one forward pass, sliced segment by segment.
+
+    Segments arrive in time order, so the track keeps only the audio from the earliest start still
+    to come onward: memory stays bounded by one segment plus a decode chunk, and the file is
+    decoded once instead of once (with a seek) per segment.
+    """
+
+    def __init__(self, path: str | Path, start_s: float = 0.0) -> None:
+        self.counts: dict[str, int] = {"bad_packets": 0}
+        self._chunks = iter_audio(path, start_s, self.counts)
+        self._buffer = AudioBuffer(max_s=float("inf"))
+        self._ended = False
+
+    @property
+    def bad_packets(self) -> int:
+        """Audio packets skipped because they did not decode."""
+        return self.counts.get("bad_packets", 0)
+
+    def slice(self, start_s: float, end_s: float) -> np.ndarray:
+        """The samples between two media times (``start_s`` never earlier than a previous call's)."""
+        while not self._ended and self._buffer.end_t < end_s:
+            try:
+                t, pcm = next(self._chunks)
+            except StopIteration:
+                self._ended = True
+                break
+            self._buffer.add(t, pcm)
+        self._buffer.trim_before(start_s)
+        return self._buffer.slice(start_s, end_s)
+
+    def close(self) -> None:
+        """Stop decoding (closes the file)."""
+        self._chunks.close()
 
 
 def decode_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = None) -> np.ndarray:

@@ -66,6 +66,8 @@ class SourceStats:
     audio_dropped: int = 0
     reconnects: int = 0
     last_error: str | None = None
+    bad_packets: int = 0
+    truncated: bool = False
     lag_s: float = 0.0
     fps_in: float = 0.0
     fps_out: float = 0.0
@@ -79,6 +81,7 @@ class SourceStats:
         return {
             "state": self.state, "frames_in": self.frames_in, "frames_out": self.frames_out, "dropped": self.dropped,
             "audio_dropped": self.audio_dropped, "reconnects": self.reconnects, "last_error": self.last_error,
+            "bad_packets": self.bad_packets, "truncated": self.truncated,
             "lag_s": round(self.lag_s, 3), "fps_in": round(_rate(self._in_times, now), 2),
             "fps_out": round(_rate(self._out_times, now), 2), "last_frame_t": self.last_frame_t,
         }
@@ -283,6 +286,7 @@ class Gateway:
                     continue
                 video += 1
                 last_video = now
+                self.stats.bad_packets = self.source.bad_packets
                 if self._offline or self.stats.state != "running":
                     self._online()
                 self.stats.frames_in += 1
@@ -300,6 +304,7 @@ class Gateway:
                 self._put(frame, audio=False)
         finally:
             stream.close()
+            self.stats.bad_packets, self.stats.truncated = self.source.bad_packets, self.source.truncated
         if live and video:
             raise _Ended(f"stream {self.source.key!r} ended after {video} frames", self.source.key)
         return video

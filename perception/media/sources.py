@@ -30,11 +30,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import av
 import av.error
-import cv2
 import numpy as np
 
-from perception.media.audio import SAMPLE_RATE
+from perception.media.audio import MAX_BAD_RUN, SAMPLE_RATE
 from perception.errors import MediaError
+from perception.media.images import read_image
 
 __all__ = [
     "AudioIn", "ByteFeed", "IMAGE_SUFFIXES", "Source", "SourceError", "SourceOptions", "VideoIn",
@@ -44,6 +44,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+#: protocols a network source may open (an HLS playlist must not pull in file: or other local URLs)
+_NET_PROTOCOLS = "rtsp,rtsps,rtp,srtp,udp,tcp,tls,http,https,httpproxy,crypto,data"
 _SECRET_PARAMS = re.compile(r"(pass|pwd|token|key|secret|auth|sig|credential)", re.IGNORECASE)
 
 
@@ -102,6 +104,10 @@ class Source:
     kind: str
     live: bool
     options: dict[str, Any] = field(default_factory=dict)
+    #: packets skipped because they did not decode (across reconnects)
+    bad_packets: int = field(default=0, compare=False)
+    #: a file whose reading broke off before its end (a truncated download or recording)
+    truncated: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -149,10 +155,11 @@ class AVSource(Source):
         if self.kind == "file":
             return av.open(self.uri)
         if self.kind == "rtsp":
-            opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6))}
+            opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6)),
+                    "protocol_whitelist": _NET_PROTOCOLS}
             return av.open(self.uri, options=opts, timeout=(open_t, read_t))
         if self.kind == "http":
-            opts = {"reconnect": "0", "rw_timeout": str(int(read_t * 1e6))}
+            opts = {"reconnect": "0", "rw_timeout": str(int(read_t * 1e6)), "protocol_whitelist": _NET_PROTOCOLS}
             return av.open(self.uri, options=opts, timeout=(open_t, read_t))
         if self.kind == "v4l2":
             device = self.uri.removeprefix("v4l2://")
@@ -188,22 +195,41 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
     resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE) if audio is not None else None
     streams = [vs] if audio is None else [vs, audio]
     decoded = 0
-    try:
-        for packet in container.demux(streams):
-            if stop.is_set():
-                return
-            for frame in packet.decode():  # every packet, even without a timestamp (live IDR)
-                if packet.stream.type == "video":
-                    decoded += 1
-                    yield VideoIn(None if frame.time is None else float(frame.time), frame)
-                elif resampler is not None:
-                    t = None if frame.time is None else float(frame.time)
-                    for out in resampler.resample(frame):
-                        yield AudioIn(t, out.to_ndarray().reshape(-1).astype(np.float32, copy=False))
-                        t = None if t is None else t + out.samples / SAMPLE_RATE
-    except (av.error.FFmpegError, OSError) as exc:
-        raise _av_error(source, exc, f"read (after {decoded} frames)") from exc
-    if decoded == 0 and not source.live:
+    bad_run = 0
+    packets = container.demux(streams)
+    while not stop.is_set():
+        try:
+            packet = next(packets)
+        except StopIteration:
+            break
+        except (av.error.FFmpegError, OSError) as exc:
+            if source.live or decoded == 0:
+                raise _av_error(source, exc, f"read (after {decoded} frames)") from exc
+            logger.warning("%s breaks off after %d frames (%s); keeping what was readable", source.key, decoded,
+                           type(exc).__name__)
+            source.truncated = True
+            break
+        try:
+            frames = packet.decode()  # every packet, even without a timestamp (live IDR)
+        except av.error.FFmpegError as exc:
+            # One damaged packet must not cost the whole file: skip it, count it, go on; only a
+            # long run of them means the stream is corrupt.
+            source.bad_packets += 1
+            bad_run += 1
+            if bad_run >= MAX_BAD_RUN:
+                raise _av_error(source, exc, f"decode (after {decoded} frames and {bad_run} bad packets)") from exc
+            continue
+        bad_run = 0
+        for frame in frames:
+            if packet.stream.type == "video":
+                decoded += 1
+                yield VideoIn(None if frame.time is None else float(frame.time), frame)
+            elif resampler is not None:
+                t = None if frame.time is None else float(frame.time)
+                for out in resampler.resample(frame):
+                    yield AudioIn(t, out.to_ndarray().reshape(-1).astype(np.float32, copy=False))
+                    t = None if t is None else t + out.samples / SAMPLE_RATE
+    if decoded == 0 and not source.live and not stop.is_set():
         raise SourceError(f"{source.key!r} decoded to no video frames; the file is corrupt or truncated", source.key)
 
 
@@ -224,7 +250,11 @@ class ImageFolderSource(Source):
                 continue
             if stop.is_set():
                 return
-            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            try:
+                image = read_image(path)
+            except MediaError as exc:
+                logger.warning("skipping %s: %s", path.name, exc)
+                continue
             if image is None:
                 logger.warning("skipping unreadable image %s", path)
                 continue

@@ -200,10 +200,13 @@ class Segmenter:
         return current
 
     def segments(
-        self, frames: Iterable[Frame], end_t: float | None = None, start_t: float | None = None,
-        speech: Callable[[float], bool] | None = None,
+        self, frames: Iterable[Frame], end_t: float | Callable[[], float | None] | None = None,
+        start_t: float | None = None, speech: Callable[[float], bool] | None = None,
     ) -> Iterator[Segment]:
         """Segment a frame stream, yielding each segment as soon as it is closed.
+
+        ``end_t`` (the media end) may be a callable, asked once the frames are exhausted: a file
+        that broke off early then ends its last segment at its last frame, not at its stated end.
 
         Frames before ``start_t`` only :meth:`prime` the segmenter (a resumed run decodes a
         little before its resume point so the first segment's ``cut_score`` is known).
@@ -216,7 +219,7 @@ class Segmenter:
             closed = self.feed(frame, flag)
             if closed is not None:
                 yield closed
-        last = self.flush(end_t)
+        last = self.flush(end_t() if callable(end_t) else end_t)
         if last is not None:
             yield last
 

@@ -15,7 +15,7 @@ class _Ids:
     def __init__(self, stored: int = 0) -> None:
         self.stored = stored
 
-    def next_entity_id(self, kind: str) -> str:
+    def next_entity_id(self, kind: str, key: str | None = None) -> str:
         return f"{kind}_{self.stored + 1:04d}"
 
 
@@ -85,3 +85,15 @@ def test_weak_matches_do_not_update_the_gallery() -> None:
     assert out.assignments == ["person_0001"] and out.gallery_faces == []
     strong = r.resolve([_face(_mix(a, _unit(4), 0.6), size=120)], "src", 1, now=0.0)
     assert [g.entity_id for g in strong.gallery_faces] == ["person_0001"]
+
+
+def test_confirming_pending_sightings_behind_an_unrelated_one_does_not_crash() -> None:
+    # An unrelated weak sighting sits first in the pending queue, so removing the confirmed
+    # group has to step past it (this compared the numpy vectors and raised before).
+    r = Resolver([], _Ids())
+    r.resolve([_face(_unit(40), t=0.0, score=0.8)], "src", 0, now=0.0)
+    a = _unit(1)
+    r.resolve([_face(a, t=1.0, score=0.8)], "src", 1, now=0.0)
+    out = r.resolve([_face(_mix(a, _unit(7), 0.8), t=2.0, score=0.8)], "src", 2, now=0.0)
+    assert out.assignments == ["person_0001"] and out.outcomes == ["confirm_pending"]
+    assert len(r.pending) == 1 and float(np.dot(r.pending[0].vec, _unit(40))) > 0.99

@@ -15,7 +15,7 @@ class _Ids:
     def __init__(self, stored: int = 0) -> None:
         self.stored = stored
 
-    def next_entity_id(self, kind: str) -> str:
+    def next_entity_id(self, kind: str, key: str | None = None) -> str:
         return f"{kind}_{self.stored + 1:04d}"
 
 

@@ -90,6 +90,7 @@ def _every_group_manifest(ingested: Path, tmp_path: Path) -> Path:
     shutil.copytree(Path(data["memory"]["uri"]), store)
     data["memory"]["uri"] = str(store)
     data["perception"] = {"level": "light"}  # the tool surface does not depend on the model level
+    data["access"] = {"roots": [str(tmp_path)]}
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

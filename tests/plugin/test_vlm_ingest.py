@@ -39,7 +39,7 @@ def test_ingest_describes_segments_with_the_configured_vlm_and_keeps_the_key_sec
     from plugin.manifest import load_manifest
     from plugin.engine import open_store
 
-    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "unused")
+    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "${RW_VLM_KEY:unused}")
     manifest.write_text(env_manifest)
     store = open_store(load_manifest(manifest))
     try:
@@ -60,9 +60,21 @@ LIVE = {"mode": "live_latency", "ocr": {"type": "none"}, "asr": {"type": "none"}
 def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after(tmp_path: Path) -> None:
     clip = tmp_path / "stage.mp4"
     shutil.copy(CLIP, clip)
-    with FakeVLMServer(require_images=True, responder=responder) as fake:
+    engines: list[Any] = []
+    lock_free: list[bool] = []
+
+    def unlocked_responder(body: dict[str, Any]) -> dict[str, Any]:
+        lock = engines[0].identity.lock  # the VLM call must not hold up other cameras' identity decisions
+        got = lock.acquire(blocking=False)
+        lock_free.append(got)
+        if got:
+            lock.release()
+        return responder(body)
+
+    with FakeVLMServer(require_images=True, responder=unlocked_responder) as fake:
         vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "k", "max_attempts": 1}
         with engine_for(tmp_path, perception=LIVE, vlm=vlm) as engine:
+            engines.append(engine)
             committed: list[Any] = []
             hooks = engine.pipeline.on_commit
             object.__setattr__(engine.pipeline, "on_commit", lambda w: (committed.append(w), hooks(w)))
@@ -78,6 +90,7 @@ def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after
     enriched = [t for t in traces if "VLMSEG" in t.summary]
     assert len(enriched) == len(second) == analysed == len(fake.requests)
     assert people and all(p.sightings >= 1 for p in people)  # identities from phase one stand
+    assert lock_free and all(lock_free)
 
 
 def test_a_failing_vlm_never_loses_a_segment_in_live_latency(tmp_path: Path) -> None:

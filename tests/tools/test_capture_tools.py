@@ -32,7 +32,7 @@ def anyio_backend() -> str:
 
 
 def _light(tmp_path: Path) -> Path:
-    return write_manifest(tmp_path, perception={"level": "light"})
+    return write_manifest(tmp_path, perception={"level": "light"}, access={"roots": [str(tmp_path)]})
 
 
 async def _until(client: Client, camera: str, state: str) -> dict:  # type: ignore[type-arg]
@@ -80,8 +80,8 @@ async def test_a_file_capture_runs_to_the_end_and_a_snapshot_is_an_image(tmp_pat
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("/nowhere/missing.mp4", "media file not found: '/nowhere/missing.mp4'; check the path"),
-    ("ftp://bob:pw@host/a.mp4", "unsupported source 'ftp://host/a.mp4'"),
+    ("/nowhere/missing.mp4", "the source is not a readable path under the allowed roots"),
+    ("ftp://bob:pw@host/a.mp4", "URL scheme 'ftp' is not allowed for tool calls; allowed: rtsp"),
 ])
 async def test_a_bad_source_gives_a_clear_error_without_the_password(tmp_path: Path, source: str,
                                                                     expected: str) -> None:

@@ -1,0 +1,274 @@
+"""What a tool call may reach: local paths under allowed roots, stream URLs on allowed networks.
+
+Tool arguments are untrusted: host agents act on text they read in web pages and messages. Every
+tool argument that names a local path (``capture_start`` source, ``entity_update`` image_path) or
+a stream URL (``capture_start`` source) passes :class:`AccessPolicy` first. Sources written in
+the manifest itself, and paths given on the command line, are trusted and never pass through here.
+
+Paths. A path is allowed when, after ``~`` expansion and with symbolic links resolved, it lies
+under one of ``access.roots`` (default: the user's home directory and the ReflectWorld data
+directory) and no directory below that root is hidden (``~/.ssh``, ``~/.config`` …) unless
+``access.hidden`` is set. A path outside the roots is refused *before* the file system is asked
+anything, with one text whether or not it exists.
+
+URLs. The scheme must be listed in ``access.url_schemes`` (rtsp, rtsps, http, https). The host is
+resolved and every address must be allowed: private LAN ranges when ``access.lan`` (default on),
+public addresses when ``access.public`` (default on), loopback only when ``access.loopback``, and
+anything listed in ``access.networks``. Link-local (169.254.0.0/16, fe80::/10, which holds the
+cloud metadata services), unspecified, multicast and reserved addresses, and the known metadata
+addresses, are always refused. A refused URL gets one text, without connecting, so a tool call
+cannot tell closed, silent and open ports apart behind it.
+
+Limits. ``open_timeout_s`` / ``read_timeout_s`` (and the other caller-chosen durations) are clamped
+to ``access.max_timeout_s``; paths longer than the platform allows get a clear error.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from platformdirs import user_data_dir
+
+__all__ = ["ALWAYS_DENIED", "LAN_NETWORKS", "AccessDenied", "AccessPolicy", "policy_of"]
+
+logger = logging.getLogger(__name__)
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+LAN_NETWORKS: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"))
+LOOPBACK_NETWORKS: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128"))
+#: never reachable from a tool call, whatever the manifest lists
+ALWAYS_DENIED: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
+    "169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128", "224.0.0.0/4", "ff00::/8", "240.0.0.0/4",
+    "255.255.255.255/32", "100.100.100.200/32", "168.63.129.16/32", "fd00:ec2::254/128", "::ffff:0:0/96"))
+
+MAX_PATH_CHARS = 4096
+MAX_NAME_CHARS = 255
+#: options whose values are durations a caller may choose; each is clamped to max_timeout_s
+TIMEOUT_OPTIONS = ("open_timeout_s", "read_timeout_s", "stall_s", "backoff_s", "backoff_max_s")
+_DNS_TIMEOUT_S = 3.0
+_dns = ThreadPoolExecutor(max_workers=2, thread_name_prefix="access-dns")
+
+
+class AccessDenied(ValueError):
+    """A tool argument names a path or URL the manifest's ``access`` section does not allow."""
+
+
+def default_roots() -> list[Path]:
+    """The user's home directory and the ReflectWorld data directory."""
+    base = os.environ.get("REFLECTWORLD_DATA_DIR") or user_data_dir("reflectworld", appauthor=False)
+    return [Path.home(), Path(base).expanduser()]
+
+
+@dataclass
+class AccessPolicy:
+    """The ``access`` section, applied (see the module docstring)."""
+
+    roots: list[Path] = field(default_factory=default_roots)
+    hidden: bool = False
+    url_schemes: tuple[str, ...] = ("rtsp", "rtsps", "http", "https")
+    lan: bool = True
+    public: bool = True
+    loopback: bool = False
+    networks: tuple[IPNetwork, ...] = ()
+    devices: bool = True
+    max_timeout_s: float = 30.0
+    max_captures: int = 16
+    resolve: Any = None  # host -> list of address strings; socket.getaddrinfo by default
+
+    def __post_init__(self) -> None:
+        self.roots = [Path(os.path.abspath(Path(r).expanduser())) for r in self.roots]
+        self._real_roots = [Path(os.path.realpath(r)) for r in self.roots]
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> AccessPolicy:
+        """Build from the manifest's ``access`` section (``None``: the defaults)."""
+        if cfg is None:
+            return cls()
+        return cls(roots=[Path(r) for r in cfg.roots] if cfg.roots is not None else default_roots(),
+                   hidden=cfg.hidden, url_schemes=tuple(cfg.url_schemes), lan=cfg.lan, public=cfg.public,
+                   loopback=cfg.loopback, networks=tuple(ipaddress.ip_network(n, strict=False) for n in cfg.networks),
+                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s, max_captures=cfg.max_captures)
+
+    # ------------------------------------------------------------------ paths
+
+    def _roots_text(self) -> str:
+        return ", ".join(str(r) for r in self.roots) or "(none)"
+
+    def _outside(self, what: str) -> AccessDenied:
+        return AccessDenied(f"{what} is not a readable path under the allowed roots ({self._roots_text()}); "
+                            "put it under one of them, or add its folder to access.roots in the manifest")
+
+    def check_path(self, raw: str, what: str = "the path") -> Path:
+        """The resolved path when ``raw`` lies under an allowed root; existence is not checked.
+
+        Raises:
+            AccessDenied: the path is outside the roots, hidden, malformed or too long (one text for
+                every path outside the roots, whether or not it exists).
+        """
+        if "\x00" in raw:
+            raise AccessDenied(f"{what} contains a NUL character; pass a plain file path")
+        if len(raw) > MAX_PATH_CHARS or any(len(part) > MAX_NAME_CHARS for part in raw.split("/")):
+            raise AccessDenied(f"{what} is too long (at most {MAX_PATH_CHARS} characters, "
+                               f"{MAX_NAME_CHARS} per name); pass a shorter path")
+        text = raw.removeprefix("file://")
+        try:
+            lexical = Path(os.path.abspath(os.path.expanduser(text)))
+        except (OSError, RuntimeError, ValueError):
+            raise self._outside(what) from None
+        if not self._under(lexical, self.roots):  # decided before the file system is touched
+            raise self._outside(what)
+        try:
+            real = Path(os.path.realpath(lexical))
+        except (OSError, RuntimeError, ValueError):
+            raise self._outside(what) from None
+        if not self._under(real, self._real_roots):  # a link inside a root pointing out of it
+            raise self._outside(what)
+        return real
+
+    def _under(self, path: Path, roots: Iterable[Path]) -> bool:
+        for root in roots:
+            try:
+                rel = path.relative_to(root)
+            except ValueError:
+                continue
+            if self.hidden or not any(part.startswith(".") for part in rel.parts):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ sources
+
+    def check_source(self, uri: str) -> str:
+        """``uri`` when a tool call may capture it (paths: the resolved path).
+
+        Raises:
+            AccessDenied: the path or URL is not allowed (see the module docstring).
+        """
+        if uri.startswith("phone:"):
+            return uri
+        scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+        if scheme == "v4l2" or uri.startswith("/dev/video"):
+            if not self.devices:
+                raise AccessDenied("capturing local video devices is disabled (access.devices: false)")
+            device = uri.removeprefix("v4l2://")
+            if not device.startswith("/dev/video") or not device[len("/dev/video"):].isdigit():
+                raise AccessDenied("a video device is /dev/videoN (N a number)")
+            return uri
+        if scheme in ("", "file"):
+            return str(self.check_path(uri, "the source"))
+        return self.check_url(uri)
+
+    def check_url(self, uri: str) -> str:
+        """``uri`` when its scheme and every address of its host are allowed.
+
+        Raises:
+            AccessDenied: with one text for every refused host (nothing is connected).
+        """
+        if len(uri) > MAX_PATH_CHARS:
+            raise AccessDenied(f"the URL is too long (at most {MAX_PATH_CHARS} characters)")
+        scheme = uri.split("://", 1)[0].lower()
+        if scheme not in self.url_schemes:
+            raise AccessDenied(f"URL scheme {scheme!r} is not allowed for tool calls; allowed: "
+                               f"{', '.join(self.url_schemes) or 'none'} (access.url_schemes)")
+        refused = AccessDenied("this stream's host is not on a network tool calls may reach (LAN "
+                               f"{'allowed' if self.lan else 'refused'}, public {'allowed' if self.public else 'refused'}"
+                               f", loopback {'allowed' if self.loopback else 'refused'}, link-local and cloud "
+                               "metadata always refused); list its network in access.networks or add the source "
+                               "to the manifest's sources")
+        try:
+            host = urlsplit(uri).hostname
+        except ValueError:
+            raise AccessDenied("the URL is malformed; pass scheme://host[:port]/path") from None
+        if not host:
+            raise AccessDenied("the URL has no host; pass scheme://host[:port]/path")
+        if not (self.lan or self.public or self.loopback or self.networks):
+            raise refused  # no address could pass: do not even resolve the name
+        addresses = self._addresses(host)
+        if addresses is None:
+            raise refused
+        if not addresses or not all(self._address_ok(a) for a in addresses):
+            raise refused
+        return uri
+
+    def _addresses(self, host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
+        try:
+            return [ipaddress.ip_address(host.split("%", 1)[0])]
+        except ValueError:
+            pass
+        if len(host) > 253:
+            return None
+        resolve = self.resolve or _getaddrinfo
+        try:
+            found = _dns.submit(resolve, host).result(timeout=_DNS_TIMEOUT_S)
+        except (FutureTimeout, OSError, UnicodeError, ValueError):
+            return None
+        out = []
+        for a in found:
+            try:
+                out.append(ipaddress.ip_address(str(a).split("%", 1)[0]))
+            except ValueError:
+                return None
+        return out
+
+    def _address_ok(self, addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        mapped = getattr(addr, "ipv4_mapped", None)
+        if mapped is not None:
+            addr = mapped
+        if any(addr in n for n in ALWAYS_DENIED if n.version == addr.version):
+            return False
+        if any(addr in n for n in self.networks if n.version == addr.version):
+            return True
+        if any(addr in n for n in LOOPBACK_NETWORKS if n.version == addr.version):
+            return self.loopback
+        if any(addr in n for n in LAN_NETWORKS if n.version == addr.version):
+            return self.lan
+        return self.public and addr.is_global
+
+    # ------------------------------------------------------------------ options
+
+    def check_capacity(self, states: list[str]) -> None:
+        """Refuse a new capture when ``max_captures`` of ``states`` are still live.
+
+        Raises:
+            AccessDenied: too many captures are running.
+        """
+        live = sum(1 for s in states if s in ("starting", "connecting", "running", "reconnecting"))
+        if live >= self.max_captures:
+            raise AccessDenied(f"{live} captures are running, the most this server allows (access.max_captures); "
+                               "stop one with capture_stop first")
+
+    def clamp_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
+        """``options`` with every caller-chosen duration bounded to (0, max_timeout_s].
+
+        Raises:
+            AccessDenied: a duration is not a number.
+        """
+        out = dict(options or {})
+        for key in TIMEOUT_OPTIONS:
+            if key in out:
+                value = out[key]
+                if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                    raise AccessDenied(f"option {key} must be a number of seconds (0 < {key} ≤ {self.max_timeout_s:g})")
+                out[key] = min(max(float(value), 0.1), self.max_timeout_s)
+        return out
+
+
+def _getaddrinfo(host: str) -> list[str]:
+    return sorted({info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)})
+
+
+def policy_of(ctx: Any) -> AccessPolicy:
+    """The access policy of the manifest a tool call's server runs with."""
+    manifest = getattr(ctx.request_context.lifespan_context, "manifest", None)
+    return AccessPolicy.from_config(getattr(manifest, "access", None))
