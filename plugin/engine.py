@@ -19,8 +19,8 @@ What :meth:`Engine.open` builds, in order:
 
 Lifecycle: ``open()`` → ``ingest_file()`` / ``start_sources()`` / tools → ``close(drain_s)``.
 ``close`` stops captures, finishes queued semantic work and deliveries (up to ``drain_s``), and
-closes the store. The engine is also a context manager. Captures and ingestion take the store's
-capture lease (:mod:`plugin.lease`): one process at a time writes identities.
+closes the store. The engine is also a context manager. Captures take the store's capture lease
+(:mod:`plugin.lease`): one process at a time runs the background captures.
 """
 
 from __future__ import annotations
@@ -198,8 +198,16 @@ class Engine:
 
     def ingest_file(self, path: str | Path, camera_id: str | None = None, *, progress: ProgressCallback | None = None,
                     stop: threading.Event | None = None) -> IngestReport:
-        """Ingest one file in this thread through the engine's pipeline (resumable; takes the capture lease)."""
-        self.lease.acquire()
+        """Ingest one file in this thread through the engine's pipeline (resumable).
+
+        A one-shot file job needs no capture lease: entity ids come from the store's atomic counter,
+        so it may run beside the process that owns the captures (see :mod:`plugin.lease`).
+        """
+        owner = self.lease.owner()
+        if owner is not None and not self.lease.held:
+            logger.warning("`%s` (pid %s) is capturing into this store too; ids stay unique, but a person it "
+                           "meets during this ingest may get a second entity (merge them with entity_update)",
+                           owner.get("command") or "reflectworld", owner.get("pid", "?"))
         return ingest_file(path, self.pipeline, camera_id=camera_id, progress=progress, stop=stop)
 
     def start_sources(self, extra: Sequence[SourceConfig] = ()) -> list[str]:

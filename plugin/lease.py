@@ -1,14 +1,19 @@
 """Who owns a store's captures: one process at a time holds the capture lease.
 
-A desktop host's short-lived stdio server, a headless ``reflectworld run`` and a shell
-``reflectworld ingest`` can all point at the same store. Captures and identity writes must come
-from exactly one of them, or two resolvers would hand out identities side by side. The first
-process that starts a capture or an ingest takes the lease: an exclusive ``flock`` on
+A desktop host's short-lived stdio server and a headless ``reflectworld run`` can both point at the
+same store. The background captures (cameras, streams, ``capture_start``) must run in exactly one
+of them: two workers would resolve the same live cameras side by side, each with its own galleries.
+The first process that starts a capture takes the lease: an exclusive ``flock`` on
 ``<store>/.capture-owner`` holding its pid, command and HTTP address. It keeps the lease until it
 closes; the kernel drops the lock when the process dies, so a ``kill -9`` never leaves a stale
 owner. Another process that tries to capture is refused with a message that names the owner and
-what to do instead. Reading memory, editing rules and editing identities need no lease (identity
-edits reach the owner through the identity epoch file, see ``perception.identity.service``).
+what to do instead (use the owner's capture tools at its HTTP address, or stop it).
+
+Reading memory, editing rules and editing identities need no lease (identity edits reach the
+owner's running captures through the identity epoch file, see ``perception.identity.service``).
+A one-shot ``reflectworld ingest`` of a file needs none either: entity ids come from the store's
+atomic counter (``memory/ids.py``), so concurrent writers never share an id; it warns that people
+it meets may be recorded a second time while another process captures.
 
 Object-store URIs (``s3://…``) have no local lock file; there the lease is per process.
 """

@@ -162,7 +162,9 @@ def ingest_file(
     gateway = Gateway(AVSource(uri=source, kind="file", live=False, options={"audio": False}),
                       settings.sample_fps, mode="offline_quality", start_s=decode_from).start()
     frames = (item for item in gateway.items() if isinstance(item, Frame))
-    audio = AudioTrack(p, decode_from) if info.has_audio else None
+    # decoded from the start even when resuming: decoder and resampler state then match an uninterrupted
+    # run sample for sample (a seek would shift them, and the transcript with them)
+    audio = AudioTrack(p, 0.0) if info.has_audio else None
 
     def speaking(t: float) -> bool:
         return _overlaps(intervals, t - 1e-6, t + 1e-6)

@@ -136,6 +136,7 @@ class AudioTrack:
                 self._ended = True
                 break
             self._buffer.add(t, pcm)
+            self._buffer.trim_before(start_s)  # bounded even when the first slice starts late in the file
         self._buffer.trim_before(start_s)
         return self._buffer.slice(start_s, end_s)
 
