@@ -20,7 +20,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -84,6 +84,7 @@ class MiniLMEmbedder:
         self._batch_size = batch_size
         self._lock = threading.Lock()
         self._session = None
+        self._single = None
         self._tokenizer = None
         self._input_names: set[str] = set()
 
@@ -121,13 +122,22 @@ class MiniLMEmbedder:
         tokenizer.enable_truncation(max_length=self._max_length)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self._threads
-        options.inter_op_num_threads = 1
-        try:
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise EmbedderError(f"onnxruntime could not load {str(path)!r}: {exc}") from exc
+        def session_with(threads: int) -> Any:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            # idle pool threads sleep instead of spinning: on two cores a spinning thread takes the CPU
+            # the search (or the ingest pipeline) needs next
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            try:
+                return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise EmbedderError(f"onnxruntime could not load {str(path)!r}: {exc}") from exc
+
+        session = session_with(self._threads)
+        # One short text (a search query) gains nothing from a second thread but pays for its
+        # synchronisation, and competes with the search that follows: it gets a one-thread session.
+        self._single = session_with(1) if self._threads > 1 else session
         names = {i.name for i in session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - names
         unexpected = names - {"input_ids", "attention_mask", "token_type_ids"}
@@ -158,7 +168,7 @@ class MiniLMEmbedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden = (self._single if len(texts) == 1 else self._session).run(None, feed)[0]
         if hidden.ndim != 3 or hidden.shape[-1] != self.dim:
             raise EmbedderError(f"MiniLM model returned shape {hidden.shape}; expected (batch, tokens, {self.dim})")
         weights = mask[..., None].astype(np.float32)

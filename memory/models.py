@@ -232,8 +232,38 @@ class IngestState(Record):
     updated_at: float = 0.0
 
 
+class Match(Record):
+    """One reason a hit matched: a field and the query words (or entity, or measure) found there."""
+
+    field: str = Field(description="speech | text read | names | objects | people | description | meaning | time")
+    words: list[str] = Field(default_factory=list, description="query words (or names) found in that field")
+    entity_id: str | None = Field(None, description="the named entity this hit shows")
+    detail: str = Field("", description="a measure, e.g. 'similarity 0.62' or '3 people'")
+
+
+class QueryUnderstanding(Record):
+    """What a search understood in its query, so a caller can see (and fix) the interpretation."""
+
+    query: str
+    text: str = Field("", description="the words left for full-text and meaning search")
+    entities: dict[str, list[str]] = Field(default_factory=dict, description="entity id → the names that named it")
+    cameras: list[str] = Field(default_factory=list)
+    time_label: str | None = None
+    wall_start: float | None = Field(None, description="time window start, epoch seconds")
+    wall_end: float | None = None
+    order: Literal["first", "last"] | None = None
+    labels: list[str] = Field(default_factory=list, description="object words mapped to detector labels")
+    people: list[int] | None = Field(None, description="[min, max] people asked for")
+    notes: list[str] = Field(default_factory=list, description="what could not be understood, and what was done")
+    summary: str = ""
+
+
 class SearchHit(Record):
-    """One search result: the record's id, level, text and score, plus where/when."""
+    """One search result: the record's id, level, text and score, plus where/when and why it matched.
+
+    ``score`` is in [0, 1]: the share of the question the hit answers (named entities present, words
+    found per field, closeness in meaning, objects and people counts asked for).
+    """
 
     id: str
     level: Level
@@ -246,6 +276,9 @@ class SearchHit(Record):
     wall_start: float | None = None
     entity_ids: list[str] = Field(default_factory=list)
     keyframe_ids: list[str] = Field(default_factory=list)
+    why: list[Match] = Field(default_factory=list, description="why it matched: fields, entities, words")
+    collapsed: list[str] = Field(default_factory=list,
+                                 description="ids of near-identical neighbouring segments folded into this hit")
 
 
 class GetResult(Record):

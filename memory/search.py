@@ -1,19 +1,18 @@
-"""Search as data: modes, the RRF recipe and SQL filter building.
+"""Search as data: modes and SQL filter building.
 
-The store runs one LanceDB query per level; this module decides *what* that query is:
+The retriever (``memory/retrieval.py``) runs LanceDB queries per level; this module decides *what*
+they filter on:
 
-* :class:`SearchMode` — ``vector`` (cosine over the ``vector`` column), ``fts`` (BM25 over the
-  ``text`` column's inverted index; rows added after the index was built are found by a flat
-  scan of unindexed fragments) and ``hybrid`` (both, fused with reciprocal-rank fusion).
-* :data:`HYBRID_RRF` — the fusion recipe, used by LanceDB's reranker within a level and by
-  :func:`rrf_merge` across levels (``level="all"``).
+* :class:`SearchMode` — which candidate sources a search uses: ``vector`` (cosine over the ``vector``
+  column), ``fts`` (BM25 over the ``text`` column's inverted index; rows added after the index was
+  built are found by a flat scan of unindexed fragments) or ``hybrid`` (both). Candidates from either
+  are ranked together by ``memory/ranking.py``.
 * :func:`build_where` — the per-level filter for user, camera, entity and media-time range.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 
@@ -24,15 +23,6 @@ class SearchMode(str, Enum):
     FTS = "fts"
     HYBRID = "hybrid"
 
-
-@dataclass(frozen=True)
-class RRFRecipe:
-    """Reciprocal-rank fusion: ``score(d) = Σ 1 / (k + rank_i(d))`` over the fused lists (rank from 1)."""
-
-    k: int = 60
-
-
-HYBRID_RRF = RRFRecipe(k=60)
 
 #: columns each searchable level can be filtered on.
 _CAMERA_COLUMN = {"traces": "camera_id", "observations": "camera_id", "schemas": "camera_id"}
@@ -83,12 +73,3 @@ def build_where(level: str, user_id: str, camera: str | None = None, entity: str
         if end is not None:
             clauses.append(f"t_start <= {float(end)!r}")
     return " AND ".join(clauses)
-
-
-def rrf_merge(ranked: Sequence[Sequence[str]], recipe: RRFRecipe = HYBRID_RRF) -> list[tuple[str, float]]:
-    """Fuse ranked id lists into ``[(id, rrf score)]``, best first (ties keep first-seen order)."""
-    scores: dict[str, float] = {}
-    for ids in ranked:
-        for rank, item_id in enumerate(ids, start=1):
-            scores[item_id] = scores.get(item_id, 0.0) + 1.0 / (recipe.k + rank)
-    return sorted(scores.items(), key=lambda kv: -kv[1])

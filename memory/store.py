@@ -9,9 +9,12 @@ Design:
   on ``(user_id, id)``. :meth:`MemoryStore.write_segment` commits a whole segment (trace,
   observations, entities, gallery slots, key frames) and writes ``ingest_log`` *last*, so a crash
   part-way re-runs that segment and produces the same rows.
-* **Search** (``memory/search.py``): vector (cosine), full-text (BM25) and hybrid (RRF) per level,
-  with user/camera/entity/time filters built as SQL. The store embeds the query with the same
-  embedder as the rows.
+* **Search** (``memory/retrieval.py``): the query is understood (``memory/query.py``: names, times,
+  cameras, objects, counts), candidates come from full-text (BM25) and vector search under SQL filters
+  (``memory/search.py``), and are ranked with explanations (``memory/ranking.py``). The store embeds
+  the query with the same embedder as the rows.
+* **Indexes** (``memory/indexing.py``): an :class:`IndexMaintainer` thread builds the vector index past a
+  size, retrains it as the table grows and folds new rows into both indexes, off the write path.
 * **Multi-process.** The connection uses ``read_consistency_interval=0`` so that a server and an
   ingest process each see the other's commits.
 * Records leave the store as pydantic models or plain dicts without ``vector`` (and without
@@ -24,19 +27,18 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, IvfPq
-from lancedb.rerankers import RRFReranker
 
 from .embedders import Embedder
 from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
 from .ids import IdAllocator
+from .indexing import IndexMaintainer, IndexPolicy, ensure_fts, vector_config
 from .migrations import MigrationContext, apply_migrations
 from .models import (
     ID_PREFIXES,
@@ -58,8 +60,9 @@ from .models import (
     Trace,
     stable_id,
 )
+from .retrieval import Retriever, SearchOutcome
 from .schema import META_TABLE, SEARCHABLE, meta_schema, table_schemas
-from .search import HYBRID_RRF, SearchMode, build_where, rrf_merge, sql_in, sql_literal
+from .search import SearchMode, sql_in, sql_literal
 
 logger = logging.getLogger(__name__)
 
@@ -92,16 +95,8 @@ def entity_text(entity: Entity) -> str:
     return " ".join([entity.id, entity.kind, *names, entity.description]).strip()
 
 
-#: facts: candidates fetched per wanted hit, so importance can lift a fact into the page
-FACT_POOL = 3
 #: most traces ``get`` returns under a chapter
 CHAPTER_CHILDREN = 100
-
-
-def rank_facts(scored: list[tuple[dict[str, Any], float]]) -> list[tuple[dict[str, Any], float]]:
-    """Weight fact relevance by importance ``w``: ``score × (0.5 + 0.5·w)``, best first."""
-    weighted = [(r, s * (0.5 + 0.5 * float(r.get("importance") or 0.0))) for r, s in scored]
-    return sorted(weighted, key=lambda rs: -rs[1])
 
 
 def _model_from_row(model: type, row: dict[str, Any]) -> Any:
@@ -110,10 +105,6 @@ def _model_from_row(model: type, row: dict[str, Any]) -> Any:
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in _HIDDEN and k != "jpeg" and not k.startswith("_")}
-
-
-#: candidates fetched per level before fusing and paging (hybrid ranks depend on the pool's size)
-PAGE_POOL = 50
 
 
 def _is_conflict(exc: BaseException) -> bool:
@@ -145,7 +136,9 @@ class MemoryStore:
     """Long-term memory of one user over LanceDB. See the module docstring for the design."""
 
     def __init__(self, uri: str, embedder: Embedder, user_id: str = "default",
-                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, auto_index: bool = True,
+                 index_policy: IndexPolicy | None = None) -> None:
+        """``auto_index`` runs an :class:`~memory.indexing.IndexMaintainer` thread while the store is open."""
         self.uri = str(uri)
         self.embedder = embedder
         self.user_id = user_id
@@ -154,6 +147,10 @@ class MemoryStore:
         self._tables: dict[str, lancedb.table.Table] = {}
         self._writes_since_optimize = 0
         self._dirty: set[str] = set()
+        self.auto_index = auto_index
+        self.index_policy = index_policy or IndexPolicy()
+        self._maintainer: IndexMaintainer | None = None
+        self._retriever: Retriever | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -190,7 +187,13 @@ class MemoryStore:
         self._ids = IdAllocator(self._tables["id_alloc"], self.user_id, seed=self._highest_number,
                                 written=lambda: self._written("id_alloc"))
         for name in SEARCHABLE:
-            self._ensure_fts(self._tables[name])
+            ensure_fts(self._tables[name])
+        if self.auto_index:
+            self._maintainer = IndexMaintainer(lambda: dict(self._tables), policy=self.index_policy,
+                                               searchable=frozenset(SEARCHABLE))
+            for name in SEARCHABLE:  # indexes another process's writes left unbuilt are caught up
+                self._maintainer.poke(name)
+            self._maintainer.start()
         logger.info("opened memory store %s (schema v%d, %s %d-d, user %s)", self.uri, version,
                     self.embedder.name, self.embedder.dim, self.user_id)
         return self
@@ -199,6 +202,12 @@ class MemoryStore:
         """Fold pending writes into the indices and drop the connection."""
         if self._db is None:
             return
+        if self._maintainer is not None:
+            self._maintainer.stop()
+            self._maintainer = None
+        if self._retriever is not None:
+            self._retriever.close()
+            self._retriever = None
         if self._dirty:
             self.optimize()
         self._tables = {}
@@ -224,11 +233,6 @@ class MemoryStore:
                                     schema=meta_schema())
         meta.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(rows)
 
-    @staticmethod
-    def _ensure_fts(table: lancedb.table.Table) -> None:
-        if not any(idx.index_type == "FTS" for idx in table.list_indices()):
-            table.create_index("text", config=FTS(), replace=True)
-
     def _table(self, name: str) -> lancedb.table.Table:
         if self._db is None:
             raise MemoryStoreError("the memory store is not open; call MemoryStore.open() or use `with store:`")
@@ -236,8 +240,13 @@ class MemoryStore:
 
     def optimize(self) -> None:
         """Compact the tables written since the last pass and fold new rows into their indices."""
+        lock = self._maintainer.lock if self._maintainer is not None else None
         for name in sorted(self._dirty):
-            optimize_quietly(self._table(name), name)
+            if lock is not None:
+                with lock:
+                    optimize_quietly(self._table(name), name)
+            else:
+                optimize_quietly(self._table(name), name)
         self._dirty.clear()
         self._writes_since_optimize = 0
 
@@ -257,6 +266,11 @@ class MemoryStore:
 
     def _written(self, name: str) -> None:
         self._dirty.add(name)
+        if name == "entities" and self._retriever is not None:
+            self._retriever.invalidate()  # renames and merges reach the next search at once
+        if self._maintainer is not None:
+            self._maintainer.poke(name)  # compacted and indexed off the write path
+            return
         self._writes_since_optimize += 1
         if self._writes_since_optimize >= OPTIMIZE_EVERY:
             self.optimize()
@@ -275,9 +289,24 @@ class MemoryStore:
 
     def create_vector_index(self, level: str = "traces", num_partitions: int | None = None,
                             num_sub_vectors: int | None = None) -> None:
-        """Build an IVF_PQ cosine index on ``level`` (worth it from ~50k rows; searches refine ×10)."""
-        config = IvfPq(distance_type="cosine", num_partitions=num_partitions, num_sub_vectors=num_sub_vectors)
-        self._table(level).create_index("vector", config=config, replace=True)
+        """Build the IVF_PQ cosine index on ``level`` now (the maintainer does this on its own past a size)."""
+        table = self._table(level)
+        config = vector_config(table.count_rows())
+        if num_partitions is not None:
+            config.num_partitions = num_partitions
+        if num_sub_vectors is not None:
+            config.num_sub_vectors = num_sub_vectors
+        table.create_index("vector", config=config, replace=True)
+
+    def maintain_indexes(self, force: bool = True) -> dict[str, Any]:
+        """Run one index-maintenance pass now (build, retrain, fold in new rows); returns each table's state."""
+        maintainer = self._maintainer or IndexMaintainer(lambda: dict(self._tables), policy=self.index_policy,
+                                                         searchable=frozenset(SEARCHABLE))
+        for name in self._dirty:
+            maintainer.poke(name)
+        states = maintainer.run_once(force=force)
+        self._dirty.clear()
+        return states
 
     # ------------------------------------------------------------------ plain tables (memory/procedural.py)
 
@@ -506,65 +535,33 @@ class MemoryStore:
 
     def search(self, query: str, level: Level | Literal["all"] = "traces", camera: str | None = None,
                entity: str | Sequence[str] | None = None, start: float | None = None, end: float | None = None,
-               limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0) -> list[SearchHit]:
-        """Search one level (or ``"all"``, fused by RRF) by vector, full text or both.
+               limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0,
+               tz: str | None = None, until: float | None = None) -> list[SearchHit]:
+        """Search one level (or ``"all"``) and return the hits; see :meth:`find`."""
+        return self.find(query, level, camera, entity, start, end, limit, mode, offset, tz, until=until).hits
 
-        Scores: ``1 - cosine distance`` (vector), BM25 (fts), RRF relevance (hybrid and ``"all"``).
-        Filters a level has no column for are ignored for that level (see ``build_where``).
+    def find(self, query: str, level: Level | Literal["all"] = "traces", camera: str | None = None,
+             entity: str | Sequence[str] | None = None, start: float | None = None, end: float | None = None,
+             limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0, tz: str | None = None,
+             now: datetime | None = None, until: float | None = None) -> SearchOutcome:
+        """Search with query understanding (``memory/query.py``) and explained ranking (``memory/ranking.py``).
+
+        Names, times (in time zone ``tz``), cameras, object words and people counts in ``query`` become
+        filters or score parts; ``camera``/``entity``/``start``/``end`` (media seconds) filter explicitly.
+        ``mode`` picks the candidate sources: ``vector``, ``fts`` or both (``hybrid``). Scores are in
+        [0, 1] and comparable across levels; ``level="all"`` merges every level by score. ``until``
+        keeps only timed rows that *ended* by that media second (see ``memory/timecut.py`` for a cut
+        over every level).
         """
         mode = SearchMode(mode)
         if level != "all" and level not in SEARCHABLE:
             raise ValueError(f"unknown level {level!r}; use one of {', '.join(SEARCHABLE)} or 'all'")
-        if not query.strip() and mode is not SearchMode.VECTOR:
-            mode = SearchMode.VECTOR
-        vector = self._embed([query])[0] if mode is not SearchMode.FTS else None
         levels = list(SEARCHABLE) if level == "all" else [level]
-        pool = max(limit + offset, PAGE_POOL)  # one candidate pool for every page, so pages never overlap
-        per_level = {lv: self._search_level(lv, query, vector, mode, build_where(lv, self.user_id, camera, entity,
-                                                                                 start, end), pool)
-                     for lv in levels}
-        if level != "all":
-            return per_level[level][offset:offset + limit]
-        by_id = {h.id: h for hits in per_level.values() for h in hits}
-        fused = rrf_merge([[h.id for h in hits] for hits in per_level.values()], HYBRID_RRF)
-        fused.sort(key=lambda kv: (-kv[1], -by_id[kv[0]].score))  # equal ranks: the better raw score first
-        return [by_id[i].model_copy(update={"score": s}) for i, s in fused[offset:offset + limit]]
-
-    def _search_level(self, level: str, query: str, vector: np.ndarray | None, mode: SearchMode, where: str,
-                      k: int) -> list[SearchHit]:
-        table = self._table(level)
-        wanted = k
-        if level == "facts":  # current facts only; importance re-ranks a wider pool (see rank_facts)
-            where += " AND (status IS NULL OR status = 'active')"
-            k = k * FACT_POOL
-        if mode is SearchMode.VECTOR:
-            rows = (table.search(vector, vector_column_name="vector").distance_type("cosine").refine_factor(10)
-                    .where(where).limit(k).to_list())
-            scored = [(r, 1.0 - float(r["_distance"])) for r in rows]
-        elif mode is SearchMode.FTS:
-            rows = table.search(query, query_type="fts", fts_columns="text").where(where).limit(k).to_list()
-            scored = [(r, float(r["_score"])) for r in rows]
-        else:
-            rows = (table.search(query_type="hybrid", vector_column_name="vector", fts_columns="text")
-                    .vector(vector).text(query).distance_type("cosine").refine_factor(10).where(where)
-                    .rerank(RRFReranker(K=HYBRID_RRF.k)).limit(k).to_list())
-            scored = [(r, float(r["_relevance_score"])) for r in rows]
-        if level == "facts":
-            scored = rank_facts(scored)[:wanted]
-        return [self._hit(level, r, s) for r, s in scored]
-
-    @staticmethod
-    def _hit(level: str, row: dict[str, Any], score: float) -> SearchHit:
-        if level == "entities":
-            entity_ids = [row["id"]]
-        elif level == "observations":
-            entity_ids = [row["entity_id"]]
-        else:
-            entity_ids = list(row.get("entity_ids") or [])
-        return SearchHit(id=row["id"], level=level, text=row.get("text") or "", score=score,
-                         camera_id=row.get("camera_id"), source=row.get("source"), t_start=row.get("t_start"),
-                         t_end=row.get("t_end"), wall_start=row.get("wall_start"), entity_ids=entity_ids,
-                         keyframe_ids=list(row.get("keyframe_ids") or []))
+        self._table("traces")  # raises when the store is not open
+        if self._retriever is None:
+            self._retriever = Retriever(self)
+        return self._retriever.search(query, levels, camera, list(entity) if isinstance(entity, (list, tuple))
+                                      else entity, start, end, limit, offset, mode, tz=tz, now=now, until=until)
 
     def get(self, item_id: str, neighbors: int = 2) -> GetResult:
         """Return an item with its ``neighbors`` time-ordered neighbours each side and linked entities.

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from memory import MemoryStore
 from memory.errors import MemoryStoreError
+from memory.timecut import TimeCut
 from plugin.errors import BackendUnavailableError
 from plugin.manifest import QAConfig
 from tools.ask import AskAnswer
@@ -40,7 +41,9 @@ SYSTEM = """\
 You answer questions about what cameras and videos showed, using ONLY the memory tools.
 Memory levels: traces (what happened in a segment), observations (one person/object in one
 segment), entities (people and objects), schemas (chapters), facts (what is known about an entity).
-Work like this: search_memory with a few plain words; open promising hits with get_memory to see
+Work like this: search_memory with a few plain words (names of people, times such as "yesterday
+evening" or "the first time", camera names and counts like "two people" are understood; each hit
+says why it matched and scores 0-1); open promising hits with get_memory to see
 what happened just before and after; call visual_evidence to look at key frames when appearance,
 colour, clothing or position matters. Then call answer with a short answer and the ids of the
 memories it rests on. If memory holds nothing relevant, say so in the answer — never guess."""
@@ -91,6 +94,8 @@ class _Episode:
     consulted: list[str] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     images: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     def saw(self, ids: list[str]) -> None:
         self.consulted.extend(i for i in ids if i not in self.consulted)
@@ -125,16 +130,25 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
                                              "description": model.__doc__ or "", "parameters": schema}}
 
 
+#: every memory level; ablations switch some off
+ALL_LEVELS = ("traces", "observations", "entities", "schemas", "facts")
+
+
 class MemoryAgent:
     """Answers one question at a time from ``store`` with the model behind ``client``."""
 
     def __init__(self, store: MemoryStore, client: AsyncOpenAI, model: str, max_rounds: int = 6,
-                 max_images: int = 2, until: float | None = None, camera: str | None = None) -> None:
-        """``until``/``camera`` restrict every search (e.g. to what was seen before a question's time)."""
+                 max_images: int = 2, until: float | None = None, camera: str | None = None,
+                 levels: tuple[str, ...] = ALL_LEVELS, visual: bool = True) -> None:
+        """``until``/``camera`` cut memory at every level (``memory/timecut.py``): the agent sees only
+        what was seen by that media second. ``levels`` and ``visual`` switch memory levels and the
+        key-frame tool off (ablations)."""
         self.store, self.client, self.model = store, client, model
         self.max_rounds, self.max_images = max_rounds, max_images
         self.until, self.camera = until, camera
-        self.tools = [_schema(m) for m in TOOLS.values()]
+        self.memory = TimeCut(store, until=until, camera=camera, levels=levels)
+        self.visual = visual
+        self.tools = [_schema(m) for m in TOOLS.values() if visual or m is not EvidenceArgs]
 
     async def ask(self, question: str) -> AskAnswer:
         """Run the tool-calling loop and return the answer with its memory ids.
@@ -146,7 +160,7 @@ class MemoryAgent:
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                           {"role": "user", "content": question}]
         for rounds in range(1, self.max_rounds + 1):
-            message = await self._complete(messages, tools=True)
+            message = await self._complete(messages, tools=True, episode=episode)
             calls = [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or []
                      if getattr(c, "function", None)]
             assistant = message.model_dump(exclude_none=True)
@@ -171,13 +185,17 @@ class MemoryAgent:
                 episode.images = []
         messages.append({"role": "user", "content": "The tool budget is used up. Answer the question now "
                          "from what you found, and name the memory ids you used."})
-        message = await self._complete(messages, tools=False)
+        message = await self._complete(messages, tools=False, episode=episode)
         return self._finish(question, message.content or "", [], episode, self.max_rounds + 1, "round_limit")
 
-    async def _complete(self, messages: list[dict[str, Any]], tools: bool) -> Any:
+    async def _complete(self, messages: list[dict[str, Any]], tools: bool, episode: _Episode | None = None) -> Any:
         extra: dict[str, Any] = {"tools": self.tools, "tool_choice": "auto"} if tools else {}
         try:
             response = await self.client.chat.completions.create(model=self.model, messages=messages, **extra)
+            usage = getattr(response, "usage", None)
+            if usage is not None and episode is not None:
+                episode.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+                episode.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
         except openai.APIError as exc:
             raise BackendUnavailableError(
                 f"the QA model {self.model!r} failed: {exc}; check qa.base_url, qa.model and qa.api_key "
@@ -190,6 +208,8 @@ class MemoryAgent:
     async def _dispatch(self, name: str, arguments: str | None, episode: _Episode) -> tuple[str, AnswerArgs | None]:
         """Run one tool call; any mistake becomes a message telling the model how to fix it."""
         model = TOOLS.get(name)
+        if model is EvidenceArgs and not self.visual:
+            return "error: visual_evidence is switched off in this run; use get_memory instead", None
         if model is None:
             return f"error: there is no function {name!r}; use one of {', '.join(TOOLS)}", None
         try:
@@ -209,15 +229,14 @@ class MemoryAgent:
 
     def _run(self, args: BaseModel, episode: _Episode) -> str:
         if isinstance(args, SearchArgs):
-            end = args.end if self.until is None else min(self.until, args.end if args.end is not None else self.until)
-            hits = self.store.search(args.query, level=args.level, camera=self.camera or args.camera,
-                                     entity=args.entity, start=args.start, end=end, limit=args.limit)
+            hits = self.memory.search(args.query, level=args.level, camera=args.camera, entity=args.entity,
+                                      start=args.start, end=args.end, limit=args.limit)
             episode.saw([h.id for h in hits])
             if not hits:
                 return "no hits; try other words or another level"
             return json.dumps([h.model_dump(exclude_none=True, exclude={"source", "wall_start"}) for h in hits])
         if isinstance(args, GetArgs):
-            result = self.store.get(args.id, neighbors=args.neighbors)
+            result = self.memory.get(args.id, neighbors=args.neighbors)
             episode.saw([args.id, *(str(n.get("id")) for n in [*result.before, *result.after])])
             drop = {"embedding", "vector", "source", "user_id"}
             slim = [{k: v for k, v in row.items() if k not in drop} for row in [result.item]]
@@ -228,8 +247,8 @@ class MemoryAgent:
                                     for e in result.entities]}
             return json.dumps(payload, default=str)
         assert isinstance(args, EvidenceArgs)
-        ids = [args.id] if args.id.startswith("kf_") else _keyframes_of(self.store, args.id)
-        frames = self.store.keyframes(ids[: self.max_images]) if ids and self.max_images else []
+        ids = self.memory.keyframe_ids(args.id)
+        frames = self.memory.keyframes(ids[: self.max_images]) if ids and self.max_images else []
         if not frames:
             return f"no key frames are stored for {args.id!r}; use get_memory on it instead"
         episode.saw([args.id, *(kf.id for kf in frames)])
@@ -251,16 +270,8 @@ class MemoryAgent:
             logger.info("QA answer cited ids it never retrieved (dropped): %s", ", ".join(dropped))
         text = answer.strip() or "The model gave no answer."
         return AskAnswer(question=question, answer=text, memory_ids=used, consulted=episode.consulted,
-                         rounds=rounds, finished=finished, tool_calls=episode.calls)
-
-
-def _keyframes_of(store: MemoryStore, item_id: str) -> list[str]:
-    result = store.get(item_id, neighbors=0)
-    ids = list(result.item.get("keyframe_ids") or [])  # type: ignore[call-overload]
-    if not ids and result.level == "entities":
-        for obs in result.after:
-            ids.extend(obs.get("keyframe_ids") or [])  # type: ignore[call-overload]
-    return list(dict.fromkeys(str(i) for i in ids))
+                         rounds=rounds, finished=finished, tool_calls=episode.calls,
+                         prompt_tokens=episode.prompt_tokens, completion_tokens=episode.completion_tokens)
 
 
 _INLINE = re.compile(r"\{.*\}", re.DOTALL)

@@ -15,7 +15,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 from functools import partial
 from importlib.resources import files
 from pathlib import Path
@@ -43,12 +42,26 @@ def _out(text: str = "") -> None:
     sys.stdout.flush()
 
 
+#: ``-v`` count of this invocation (set by :func:`main`): 1 = INFO, 2 = DEBUG on the terminal
+_verbosity = 0
+#: third-party loggers that speak at INFO about routine work (model paths, every audio chunk, requests)
+_CHATTY = ("httpx", "httpx2", "mcp.server.lowlevel.server", "uvicorn.access", "faster_whisper", "RapidOCR",
+           "lancedb", "openai")
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-    )
-    for noisy in ("httpx", "httpx2", "mcp.server.lowlevel.server", "uvicorn.access"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    """Log to stderr at ``level`` (the manifest's ``log_level``, WARNING unless set), or louder with ``-v``/``-vv``.
+
+    Warnings and errors only, by default: progress of long commands is written separately
+    (:mod:`plugin.progress`), and third-party loggers stay at WARNING unless ``-vv``.
+    """
+    if _verbosity:
+        level = "DEBUG" if _verbosity > 1 else "INFO"
+    quiet = logging.getLevelName(level) >= logging.WARNING
+    fmt = "%(levelname)s %(name)s: %(message)s" if quiet else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, stream=sys.stderr, format=fmt, force=True)
+    for noisy in _CHATTY:
+        logging.getLogger(noisy).setLevel(logging.DEBUG if _verbosity > 1 else logging.WARNING)
 
 
 def _manifest(args: argparse.Namespace) -> Any:
@@ -73,8 +86,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from plugin.engine import Overrides
-    from plugin.http import parse_bind, serve_http
     from plugin.server import create_server
 
     manifest = _manifest(args)
@@ -83,13 +94,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logger.info("serving MCP over stdio")
         create_server(manifest).run()
         return 0
+    _serve_http(manifest, args.http)
+    return 0
+
+
+def _serve_http(manifest: Any, bind: str) -> None:
+    """MCP at ``/mcp`` and the dashboard at ``/`` on ``bind`` (``""``: the manifest's address)."""
+    from plugin.engine import Overrides
+    from plugin.http import parse_bind, serve_http
+    from plugin.server import create_server
+
     cfg = manifest.server.http
-    host, port = parse_bind(args.http, cfg.port) if args.http else (cfg.host, cfg.port)
+    host, port = parse_bind(bind, cfg.port) if bind else (cfg.host, cfg.port)
     token = cfg.token.get_secret_value() if cfg.token else None
     server = create_server(manifest, Overrides(http=f"http://{host}:{port}/mcp"))
+    if manifest.server.dashboard.enabled:
+        shown = f"[{host}]" if ":" in host else host
+        sys.stderr.write(f"reflectworld: dashboard at http://{shown}:{port}/ (MCP at /mcp)\n")
     anyio.run(partial(serve_http, allowed_hosts=cfg.allowed_hosts, allowed_origins=cfg.allowed_origins,
                       max_body_bytes=cfg.max_body_bytes), server, host, port, token or None)
-    return 0
 
 
 class _Interrupt:
@@ -114,28 +137,22 @@ class _Interrupt:
         self.event.set()
 
 
-def _progress(name: str) -> Any:
-    started = time.monotonic()
-
-    def report(done_s: float, total_s: float, segments: int) -> None:
-        pct = 100.0 * done_s / total_s if total_s else 0.0
-        rate = done_s / max(time.monotonic() - started, 1e-6)
-        logger.info("ingest %s: %.1f/%.1f s (%.0f%%), %d segment(s), %.1fx real time",
-                    name, done_s, total_s, pct, segments, rate)
-
-    return report
-
-
 def _engine(manifest: Any) -> Any:
     from plugin.engine import Engine
 
     return Engine.from_manifest(manifest).open()
 
 
-def _ingest(engine: Any, path: Path, camera: str | None) -> Any:
-    """Ingest one file with Ctrl-C handling; the engine's close() then drains semantic work and deliveries."""
-    with _Interrupt() as stop:
-        return engine.ingest_file(path, camera, progress=_progress(path.name), stop=stop)
+def _ingest(engine: Any, path: Path, camera: str | None, *, tty_only: bool = False) -> Any:
+    """Ingest one file with progress on stderr and Ctrl-C handling (the engine's close() drains the rest)."""
+    from plugin.progress import Progress, ingest_progress
+
+    progress = Progress(tty_only=tty_only)
+    try:
+        with _Interrupt() as stop:
+            return engine.ingest_file(path, camera, progress=ingest_progress(path.name, progress), stop=stop)
+    finally:
+        progress.finish()
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -164,7 +181,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _out(f"ReflectWorld demo: ingesting {clip.name} (public domain, White House 2009) into {manifest.store_uri()}")
     engine = _engine(manifest)
     try:
-        report = _ingest(engine, clip, "stage")
+        report = _ingest(engine, clip, "stage", tty_only=True)  # the demo's output is stdout alone
         if report.interrupted:
             _out("interrupted — run `reflectworld demo` again to resume")
             return 130
@@ -195,8 +212,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     require_store(manifest.store_uri())
     store = open_store(manifest)
     try:
-        for hit in store.search(args.query, level=args.level, limit=args.limit, mode=args.mode):
-            _out(f"{hit.score:7.4f}  {hit.id}  {hit.text[:120]}")
+        found = store.find(args.query, level=args.level, limit=args.limit, mode=args.mode, tz=manifest.timezone)
+        _out(f"Understood: {found.understood.summary}" + "".join(f"\nNote: {n}" for n in found.understood.notes))
+        for hit in found.hits:
+            _out(f"{hit.score:5.2f}  {hit.id}  {hit.text[:120]}")
     finally:
         store.close()
     return 0
@@ -238,19 +257,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Headless: ingest the manifest's sources (plus --source) with no MCP host until done or Ctrl-C."""
     from plugin.manifest import SourceConfig
+    from plugin.progress import Progress, watch_captures
 
     manifest = _manifest(args)
     _setup_logging(manifest.log_level)
     extra = [SourceConfig(uri=uri) for uri in args.source or []]
     if not manifest.sources and not extra:
         raise PluginError("nothing to run: add `sources:` to the manifest or pass --source URI")
+    if args.http is not None:  # serve MCP and the dashboard while the sources run, until Ctrl-C
+        _serve_http(manifest.model_copy(update={"sources": [*manifest.sources, *extra]}), args.http)
+        return 0
     engine = _engine(manifest)
     try:
         with _Interrupt() as stop:
             errors = engine.start_sources(extra)
             for error in errors:
                 sys.stderr.write(f"error: {error}\n")
-            engine.wait_idle(stop)
+            watch_captures(engine.worker.status, engine.worker.idle, stop, Progress(interval_s=10.0))
         statuses = engine.worker.status()
     finally:
         engine.close(drain_s=DRAIN_S)
@@ -270,9 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reflectworld", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more on stderr: -v info, -vv debug (default: warnings and errors only)")
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--manifest", "-m", help="YAML/TOML manifest (default: embedded store, local models)")
         p.add_argument("--store", help="LanceDB URI overriding memory.uri")
+        p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                       help="log more on stderr: -v info, -vv debug")
 
     p = sub.add_parser("serve", help="run the MCP server (stdio, or HTTP with --http)")
     common(p)
@@ -298,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--source", action="append", metavar="URI",
                    help="extra source (file, folder, rtsp://, http(s)://, /dev/videoN); repeatable")
+    p.add_argument("--http", nargs="?", const="", metavar="HOST:PORT",
+                   help="also serve the dashboard (and MCP) at http://HOST:PORT/ until Ctrl-C")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("search", help="search memory from the shell")
@@ -326,10 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``reflectworld`` console script."""
+    global _verbosity
     # OpenCV 5 logs a harmless "Targets are not supported" warning straight to stderr when the SFace
     # model loads; keep its own log to errors unless the user asked for more.
     os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    # onnxruntime's Linux wheels send usage events to a Microsoft host (a DNS lookup even offline)
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     args = build_parser().parse_args(argv)
+    _verbosity = int(getattr(args, "verbose", 0) or 0)
+    if _verbosity > 1:
+        os.environ["OPENCV_LOG_LEVEL"] = "INFO"
     try:
         return int(args.func(args))
     except ManifestError as exc:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.from_thread
@@ -40,6 +40,7 @@ from memory.procedural import NOTIFICATIONS_URI, Notification
 __all__ = [
     "NOTIFICATIONS_URI",
     "DeliveryWorker",
+    "DirectChannel",
     "HttpChannel",
     "Notification",
     "NotificationHub",
@@ -199,6 +200,17 @@ class NtfyChannel:
         return self.url, headers, _text(n).encode("utf-8")
 
 
+@runtime_checkable
+class DirectChannel(Protocol):
+    """A channel with a connection of its own (MQTT): delivers one notification, says how it went."""
+
+    name: str
+
+    def deliver(self, n: Notification) -> str:
+        """Send ``n``; ``"delivered"`` or ``"failed"``."""
+        ...
+
+
 #: ``status(notification_id, channel, "delivered" | "failed")``
 StatusCallback = Callable[[str, str, str], None]
 #: ``already_delivered(notification_id, channel) -> bool``
@@ -209,7 +221,7 @@ DeliveredCheck = Callable[[str, str], bool]
 class DeliveryWorker:
     """A thread delivering notifications to HTTP channels, with retries and backoff."""
 
-    channels: dict[str, HttpChannel]
+    channels: dict[str, HttpChannel | DirectChannel]
     on_status: StatusCallback | None = None
     already_delivered: DeliveredCheck | None = None
     max_attempts: int = 5
@@ -287,7 +299,9 @@ class DeliveryWorker:
                 finally:
                     self._queue.task_done()
 
-    def _deliver(self, client: httpx.Client, channel: HttpChannel, n: Notification) -> str:
+    def _deliver(self, client: httpx.Client, channel: HttpChannel | DirectChannel, n: Notification) -> str:
+        if isinstance(channel, DirectChannel):  # keeps its own connection and retries (MQTT)
+            return channel.deliver(n)
         url, headers, body = channel.request(n)
         for attempt in range(1, self.max_attempts + 1):
             self.attempts += 1

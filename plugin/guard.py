@@ -11,10 +11,11 @@ through :class:`HttpGuard`, in this order:
    request's own Host (http or https, so a TLS-terminating proxy works), or be listed in ``server.http.allowed_origins``; ``Origin: null``
    and ``Sec-Fetch-Site: cross-site`` are refused too), so a web page cannot drive the server.
 3. **Credentials** (only when ``server.http.token`` is set). ``Authorization: Bearer <token>``
-   (the scheme is case-insensitive) on any route, or, on ``/phone`` routes only, the cookie a
-   pairing link set. A pairing link ``/phone?pair=CODE`` is one-time and expires after ten
-   minutes; ``reflectworld serve --http`` logs one at start-up and ``POST /phone/pair`` with the
-   bearer token returns a fresh one.
+   (the scheme is case-insensitive) on any route, or the cookie a pairing link set: on ``/phone``
+   routes the phone's, on the dashboard pages the dashboard's (neither ever opens ``/mcp``). A
+   pairing link (``/phone?pair=CODE`` or ``/?pair=CODE``) is one-time and expires after ten
+   minutes; ``reflectworld serve --http`` logs one of each at start-up and ``POST /phone/pair``
+   with the bearer token returns a fresh phone link.
 4. **Size.** A declared ``Content-Length`` over ``max_body_bytes`` is refused before any body is
    read; a chunked body is counted as it arrives and the request is cut off with 413 as soon as
    it passes the limit, so the server never buffers more than the limit.
@@ -36,11 +37,13 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "DEFAULT_MAX_BODY_BYTES", "HttpGuard", "Pairing", "bearer_ok", "pairing_url"]
+__all__ = ["COOKIE", "DASHBOARD_COOKIE", "DEFAULT_MAX_BODY_BYTES", "HttpGuard", "Pairing", "bearer_ok", "pairing_url"]
 
 logger = logging.getLogger(__name__)
 
 COOKIE = "rw_phone"
+#: the dashboard's session cookie: opens the dashboard pages, never /mcp or /phone
+DASHBOARD_COOKIE = "rw_dashboard"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 _LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
 _PHONE_PREFIX = "/phone"
@@ -189,8 +192,8 @@ class HttpGuard:
             await self._issue_link(scope, headers)(scope, receive, send)
             return
         query = QueryParams(scope.get("query_string", b""))
-        if path == _PHONE_PREFIX and "pair" in query:
-            await self._redeem(scope, query["pair"])(scope, receive, send)
+        if path in (_PHONE_PREFIX, "/") and "pair" in query:
+            await self._redeem(scope, query["pair"], path)(scope, receive, send)
             return
         if not self._authorised(path, headers):
             await self._unauthorised(path)(scope, receive, send)
@@ -245,7 +248,10 @@ class HttpGuard:
         if bearer_ok(headers.get("authorization"), self.token):
             return True
         on_phone = path == _PHONE_PREFIX or path.startswith(_PHONE_PREFIX + "/")
-        return on_phone and self.pairing.valid(_cookie(headers.get("cookie", ""), COOKIE))
+        if on_phone:
+            return self.pairing.valid(_cookie(headers.get("cookie", ""), COOKIE))
+        on_dashboard = not (path == "/mcp" or path.startswith("/mcp/"))
+        return on_dashboard and self.pairing.valid(_cookie(headers.get("cookie", ""), DASHBOARD_COOKIE))
 
     # ------------------------------------------------------------------ pairing
 
@@ -258,14 +264,16 @@ class HttpGuard:
         return JSONResponse({"url": f"{_base_url(scope, headers)}{_PHONE_PREFIX}?pair={code}",
                              "expires_in_s": int(self.pairing.code_ttl_s)})
 
-    def _redeem(self, scope: Scope, code: str) -> Response:
+    def _redeem(self, scope: Scope, code: str, path: str = _PHONE_PREFIX) -> Response:
         session = self.pairing.redeem(code)
         if session is None:
             return PlainTextResponse("this pairing link is expired or was already used; get a new one from "
                                      "the `reflectworld serve` log or POST /phone/pair with the token",
                                      status_code=401)
-        reply = RedirectResponse(_PHONE_PREFIX, status_code=303)
-        reply.set_cookie(COOKIE, session, max_age=30 * 24 * 3600, path=_PHONE_PREFIX, httponly=True,
+        # a phone link opens the phone page only; a dashboard link (/?pair=…) the dashboard pages only
+        name, scope_path = (COOKIE, _PHONE_PREFIX) if path == _PHONE_PREFIX else (DASHBOARD_COOKIE, "/")
+        reply = RedirectResponse(path, status_code=303)
+        reply.set_cookie(name, session, max_age=30 * 24 * 3600, path=scope_path, httponly=True,
                          samesite="strict", secure=str(scope.get("scheme")) == "https")
         return reply
 

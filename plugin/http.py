@@ -77,7 +77,8 @@ async def serve_http(server: MCPServer[Any], host: str, port: int, token: str | 
                      max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """Serve ``server`` over streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled.
 
-    With a token, logs a one-time pairing link for the phone page (``/phone?pair=…``).
+    With a token, logs one-time pairing links for the phone page (``/phone?pair=…``) and the
+    dashboard (``/?pair=…``); each becomes a cookie that opens only those pages, never ``/mcp``.
     """
     import uvicorn
 
@@ -85,8 +86,11 @@ async def serve_http(server: MCPServer[Any], host: str, port: int, token: str | 
     app = build_http_app(server, host, token, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
                          max_body_bytes=max_body_bytes, pairing=pairing)
     if token:
-        logger.info("phone camera: open %s once on the phone (one-time link, valid %d min)",
-                    pairing_url(host, port, pairing.issue()), int(pairing.code_ttl_s // 60))
+        logger.warning("phone camera: open %s once on the phone (one-time link, valid %d min)",
+                       pairing_url(host, port, pairing.issue()), int(pairing.code_ttl_s // 60))
+        dashboard = pairing_url(host, port, pairing.issue()).replace("/phone?pair=", "/?pair=")
+        logger.warning("dashboard: open %s once in your browser (one-time link, valid %d min)",
+                       dashboard, int(pairing.code_ttl_s // 60))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     logger.info("serving MCP over streamable HTTP at http://%s:%d/mcp%s", host, port,
                 " (bearer token required)" if token else "")

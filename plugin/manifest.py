@@ -30,8 +30,10 @@ from perception.settings import (
     YOLOObjectsConfig,
     YuNetFacesConfig,
 )
+from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
 from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
+from plugin.mqtt import MqttChannelConfig
 
 __all__ = [
     "Manifest",
@@ -218,6 +220,7 @@ class ChannelsConfig(Strict):
     webhook: WebhookChannelConfig | None = Field(None, description="none = no webhook")
     openclaw: OpenClawChannelConfig | None = Field(None, description="none = no OpenClaw hook")
     ntfy: NtfyChannelConfig | None = Field(None, description="none = no ntfy topic")
+    mqtt: MqttChannelConfig | None = Field(None, description="none = no MQTT broker (Home Assistant, Frigate-style)")
     max_attempts: int = Field(5, ge=1, le=20, description="HTTP attempts per notification (retries on 429/5xx)")
     backoff_s: float = Field(0.5, gt=0, le=60, description="first retry delay; doubles each attempt")
     timeout_s: float = Field(10.0, gt=0, le=120, description="per-request timeout")
@@ -233,7 +236,7 @@ class QuietHoursConfig(Strict):
 class NotifyPolicyConfig(Strict):
     """How a camera's rule signals become notifications."""
 
-    channels: list[Literal["poll", "webhook", "openclaw", "ntfy"]] = Field(
+    channels: list[Literal["poll", "webhook", "openclaw", "ntfy", "mqtt"]] = Field(
         default_factory=lambda: ["poll"], description="where sent notifications go (poll = notify_poll + resource)")
     min_severity: Literal["info", "warning", "critical"] = Field("info", description="suppress rules below this")
     quiet_hours: QuietHoursConfig | None = Field(None, description="suppress everything below critical")
@@ -308,12 +311,24 @@ class AccessConfig(Strict):
         return value
 
 
+#: the tool groups a manifest can offer (``memory_ask`` comes with a `qa:` section)
+TOOL_GROUPS = ("memory", "entities", "rules", "capture", "perception", "context")
+#: offered when the manifest names none: the core a host needs (about 19k characters of definitions)
+DEFAULT_TOOL_GROUPS = ("memory", "entities", "rules", "capture")
+ToolGroup = Literal["memory", "entities", "rules", "capture", "perception", "context"]
+
+
 class ServerConfig(Strict):
     """MCP server settings."""
 
     name: str = "reflectworld"
     http: HTTPConfig = Field(default_factory=HTTPConfig)
     max_results: int = Field(50, ge=1, le=500, description="cap on any list a tool returns")
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig, description="the web dashboard at / (HTTP)")
+    tools: list[ToolGroup] = Field(
+        default_factory=lambda: list(DEFAULT_TOOL_GROUPS), description="tool groups offered to hosts: memory, "
+        "entities, rules (rules + notifications), capture, perception (perception_now, perception_steer), context "
+        "(context_get, context_set); every tool definition costs a host tokens on every turn")
 
 
 class Manifest(Strict):
@@ -321,7 +336,10 @@ class Manifest(Strict):
 
     version: Literal[1] = Field(1, description="manifest format version")
     user_id: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    timezone: str | None = Field(None, description="the user's IANA time zone (e.g. Europe/Berlin) for times in "
+                                 "search questions ('yesterday at 3 pm'); null = this machine's")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="stderr log level; `reflectworld -v` / `-vv` raise it to INFO / DEBUG")
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     perception: PerceptionConfig = Field(default_factory=PerceptionConfig)
     vlm: OpenAIVLMConfig | None = Field(None, description="none = the local describer")

@@ -53,6 +53,7 @@ from perception.rules.compiler import CompiledRule, compile_rule, rephrase_help
 from perception.rules.matcher import Box, KeyframeBoxes, RuleMatcher, RuleSignal, in_time_window
 from plugin.delivery import (
     DeliveryWorker,
+    DirectChannel,
     HttpChannel,
     NotificationHub,
     NtfyChannel,
@@ -96,10 +97,14 @@ def policy_from_config(camera: str, cfg: NotifyPolicyConfig) -> NotifyPolicy:
     return NotifyPolicy.model_validate({**data, "camera_id": camera})
 
 
-def build_channels(cfg: NotificationsConfig) -> dict[str, HttpChannel]:
-    """HTTP channels named in the manifest (secrets already substituted from ``${ENV}``)."""
+def build_channels(cfg: NotificationsConfig) -> dict[str, HttpChannel | DirectChannel]:
+    """Delivery channels named in the manifest (secrets already substituted from ``${ENV}``)."""
     ch = cfg.channels
-    out: dict[str, HttpChannel] = {}
+    out: dict[str, HttpChannel | DirectChannel] = {}
+    if ch.mqtt is not None:
+        from plugin.mqtt import MqttChannel
+
+        out["mqtt"] = MqttChannel(ch.mqtt)
     if ch.webhook is not None:
         out["webhook"] = WebhookChannel(ch.webhook.url, ch.webhook.secret.get_secret_value())
     if ch.openclaw is not None:
@@ -131,6 +136,8 @@ class NotificationService:
         self._sources: dict[str, str] = {}
         #: legacy (2025-era) MCP sessions that get resource-updated pushes (see tools/notify.py)
         self.legacy_sessions: set[Any] = set()
+        #: the MQTT channel (also told every source's online/offline), when configured
+        self.mqtt: Any = None
         #: ids this process sent lately (the store watcher publishes only other processes' ones)
         self.local_sent: deque[str] = deque(maxlen=1000)
         for rule in manifest.rules:
@@ -151,8 +158,12 @@ class NotificationService:
             service.delivery = DeliveryWorker(channels, on_status=service.procedural.set_channel_status,
                                               already_delivered=service._delivered, max_attempts=ch.max_attempts,
                                               backoff_s=ch.backoff_s, timeout_s=ch.timeout_s)
+            service.mqtt = channels.get("mqtt")
             if start_delivery:
                 service.delivery.start()
+                if service.mqtt is not None:
+                    known = [s.camera_id for s in store.ingest_sources() if s.camera_id]
+                    service.mqtt.start([*service.cameras, *known])
         return service
 
     def close(self, drain_s: float = 0.0) -> None:
@@ -161,6 +172,8 @@ class NotificationService:
             if drain_s > 0 and not self.delivery.drain(drain_s):
                 logger.warning("notifications still queued after %.0fs; they are not delivered", drain_s)
             self.delivery.stop()
+        if self.mqtt is not None:
+            self.mqtt.stop()
 
     # ------------------------------------------------------------------ policy and rules
 
@@ -271,6 +284,8 @@ class NotificationService:
         with self._lock:
             previous = self._sources.get(camera_id)
             self._sources[camera_id] = state
+        if self.mqtt is not None:
+            self.mqtt.source_state(camera_id, state)
         if state == "online" and previous != "offline":
             return None  # first connection, or already online: nothing to tell
         rule = SOURCE_OFFLINE if state == "offline" else SOURCE_ONLINE

@@ -10,15 +10,17 @@ through ``ctx.request_context.lifespan_context`` (the engine's ``store``, ``work
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus
 
-from plugin import phone
+from plugin import dashboard, phone
 from plugin.engine import Engine, Overrides
 from plugin.manifest import Manifest, default_manifest
 from plugin.notify import serve_notifications
@@ -78,21 +80,85 @@ def create_server(manifest: Manifest | None = None, overrides: Overrides | None 
         log_level=manifest.log_level,
         subscriptions=bus,
     )
-    memory_tools.register(server, max_results=manifest.server.max_results)
-    entity_tools.register(server, max_results=manifest.server.max_results)
-    rule_tools.register(server, max_results=manifest.server.max_results)
-    notify_tools.register(server, max_results=manifest.server.max_results,
-                          current=lambda: engines[-1].notifications if engines else None)
-    context_tools.register(server, max_results=manifest.server.max_results)
-    capture_tools.register(server)
-    perception_tools.register(server)
+    groups, cap = set(manifest.server.tools), manifest.server.max_results
+    if "memory" in groups:
+        memory_tools.register(server, max_results=cap)
+    if "entities" in groups:
+        entity_tools.register(server, max_results=cap)
+    if "rules" in groups:
+        rule_tools.register(server, max_results=cap)
+        notify_tools.register(server, max_results=cap, current=lambda: engines[-1].notifications if engines else None)
+    if "context" in groups:
+        context_tools.register(server, max_results=cap)
+    if "capture" in groups:
+        capture_tools.register(server)
+    if "perception" in groups:
+        perception_tools.register(server)
     phone.register(server, lambda: engines[-1].worker if engines else None)
+    dashboard.register(server, lambda: engines[-1] if engines else None, manifest.server.dashboard)
     if manifest.qa is not None:  # memory_ask needs a model; without `qa:` the host's own model asks
         from plugin.ask import make_asker
         from tools import ask as ask_tools
 
         ask_tools.register(server, make_asker(manifest.qa))
+    compact_tool_schemas(server)
     return server
+
+
+#: output-schema keywords that say nothing about the shape a host reads
+_OUTPUT_NOISE = {"$defs", "default", "additionalProperties", "minimum", "maximum", "exclusiveMinimum",
+                 "exclusiveMaximum", "maxItems", "minItems", "maxLength", "minLength", "pattern"}
+#: informational fields of a model that a caller never sets (left out of input schemas)
+_READ_ONLY_FIELDS = {"understood", "needs_vlm"}
+
+
+def compact_tool_schemas(server: MCPServer[Any]) -> None:
+    """Shrink what every ``tools/list`` costs a host, without changing what a call accepts or returns.
+
+    Input schemas keep every property, type, bound and property description (the model needs
+    them), and lose pydantic's generated titles, the docstrings of nested models and informational
+    fields. Output schemas keep their top-level shape (property names and types; nested models
+    become plain objects): the text summary and the structured content carry the details.
+    """
+    for tool in server._tool_manager.list_tools():
+        tool.description = inspect.cleandoc(tool.description or "")
+        tool.parameters = _compact(tool.parameters, keep_descriptions=True)
+        meta = tool.fn_metadata
+        if meta.output_schema is not None:
+            meta.output_schema = _shallow(_compact(meta.output_schema, keep_descriptions=False))
+
+
+def _compact(node: Any, keep_descriptions: bool, in_names: bool = False) -> Any:
+    """Drop titles everywhere and descriptions where ``keep_descriptions`` is off (nested models: always)."""
+    if isinstance(node, list):
+        return [_compact(item, keep_descriptions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if in_names:  # keys of `properties` / `$defs` are names, not schema keywords
+            if key not in _READ_ONLY_FIELDS:
+                out[key] = _compact(value, keep_descriptions)
+        elif key == "$defs":  # nested models: their types and bounds speak for themselves
+            out[key] = _compact(value, False, in_names=True)
+        elif key == "title" or (key == "description" and not keep_descriptions):
+            continue
+        else:
+            out[key] = _compact(value, keep_descriptions, in_names=key == "properties")
+    return out
+
+
+def _shallow(schema: dict[str, Any]) -> dict[str, Any]:
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return {"type": "object"}
+        return {k: walk(v) for k, v in node.items() if k not in _OUTPUT_NOISE}
+
+    return walk(schema)
 
 
 def _version() -> str:

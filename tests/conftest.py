@@ -20,13 +20,18 @@ def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 
 
 def write_manifest(directory: Path, **overrides: object) -> Path:
-    """Write an offline manifest (hash embedder, store under ``directory``) and return its path."""
+    """Write an offline manifest (hash embedder, store under ``directory``, every tool group) and return its path."""
+    from plugin.manifest import TOOL_GROUPS
+
     data: dict[str, object] = {
         "user_id": "tester",
         "log_level": "WARNING",
         "memory": {"uri": str(directory / "lancedb"), "embedder": {"type": "hash", "dim": 64}},
     }
     data.update(overrides)
+    server = dict(data.get("server") or {})  # type: ignore[call-overload]
+    server.setdefault("tools", list(TOOL_GROUPS))
+    data["server"] = server
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "manifest.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")

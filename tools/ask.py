@@ -37,6 +37,8 @@ class AskAnswer(BaseModel):
     rounds: int = Field(description="model calls that were made")
     finished: Literal["answered", "round_limit"] = Field(description="round_limit = forced to answer")
     tool_calls: list[str] = Field(description="function calls in order, e.g. search_memory, get_memory")
+    prompt_tokens: int = Field(0, description="input tokens over all model calls (as the endpoint reports them)")
+    completion_tokens: int = Field(0, description="output tokens over all model calls")
 
 
 class Asker(Protocol):

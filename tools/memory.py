@@ -9,7 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from memory.models import Entity, SearchHit
+from memory.models import Entity, QueryUnderstanding, SearchHit
 from tools.errors import tool_errors
 from tools.results import clip, clock, itemize, structured
 
@@ -29,6 +29,8 @@ class SearchResults(BaseModel):
     mode: str
     hits: list[SearchHit]
     next_offset: int | None = Field(None, description="pass as offset to get the next page; null = no more")
+    understood: QueryUnderstanding | None = Field(
+        None, description="how the query was read: named entities, time window, cameras, objects, notes")
 
 
 class MemoryItem(BaseModel):
@@ -68,23 +70,30 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
     ) -> Annotated[CallToolResult, SearchResults]:
         """Search the long-term memory of what the cameras saw and heard.
 
-        Returns ids, text, scores, media times and linked entity / key-frame ids. Open a hit with
-        memory_get (neighbours and entities) or memory_visual_evidence (the images).
+        Ask in plain words. Names of people (as named with entity_update), times ("yesterday", "this
+        morning", "last Tuesday at 3 pm", "the first time"), camera names, objects and counts ("two
+        people") in the query are understood and used as filters or to rank; `understood` says how the
+        query was read. Scores are 0–1 (1 = every part of the question is answered); each hit says
+        why it matched (field, entity, words). Open a hit with memory_get (neighbours and entities) or
+        memory_visual_evidence (the images).
         """
         if not query.strip():
-            raise ToolError("query is empty; describe what to look for, e.g. 'person at the piano'")
+            raise ToolError("query is empty; describe what to look for, e.g. 'person at the piano', a name, "
+                            "or a time such as 'yesterday evening'")
         if start is not None and end is not None and start > end:
             raise ToolError(f"start ({start}) is after end ({end}); swap them")
         limit = min(limit, max_results)
         with tool_errors("memory_search"):
-            store = ctx.request_context.lifespan_context.store
-            hits = store.search(
+            app = ctx.request_context.lifespan_context
+            outcome = app.store.find(
                 query, level=level, camera=camera, entity=entity, start=start, end=end,
-                limit=limit + 1, offset=offset, mode=mode,
+                limit=limit + 1, offset=offset, mode=mode, tz=app.manifest.timezone,
             )
+        hits = outcome.hits
         more = len(hits) > limit
         results = SearchResults(
-            query=query, level=level, mode=mode, hits=hits[:limit], next_offset=offset + limit if more else None
+            query=query, level=level, mode=mode, hits=hits[:limit], next_offset=offset + limit if more else None,
+            understood=outcome.understood,
         )
         return structured(results, _search_summary(results))
 
@@ -129,13 +138,28 @@ def _search_summary(results: SearchResults) -> str:
     """One line per hit (id, where/when, a few words); the full records are structured content."""
     more = f"more: offset={results.next_offset}" if results.next_offset is not None else "no more hits"
     header = f"{len(results.hits)} {results.level} hit(s) for {clip(results.query, 40)!r} ({more})"
+    understood = results.understood
+    if understood is not None:
+        header += f"\nUnderstood: {understood.summary}"
+        for note in understood.notes:
+            header += f"\nNote: {note}"
     if not results.hits:
-        header += "; try other words, another level, or mode='vector'"
+        header += "\nNothing matched; try other words, another level, a wider time, or mode='vector'"
     lines = [
-        f"{h.id} [{h.camera_id or '-'} {clock(h.t_start)}–{clock(h.t_end)}] {h.score:.3f} {clip(h.text, 60)}"
+        f"{h.id} [{h.camera_id or '-'} {clock(h.t_start)}–{clock(h.t_end)}] {h.score:.2f} {clip(h.text, 60)}"
+        + (f" (matched: {_why(h)})" if h.why else "")
         for h in results.hits
     ]
     return itemize(header, lines)
+
+
+def _why(hit: SearchHit) -> str:
+    """Why a hit matched, in a few words: ``names Lin-Manuel Miranda; speech country``."""
+    parts = []
+    for m in hit.why:
+        words = ", ".join(m.words) if m.words else m.detail
+        parts.append(f"{m.field} {words}".strip())
+    return "; ".join(parts)
 
 
 def _item_summary(item: MemoryItem) -> str:

@@ -57,11 +57,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         ctx: Context[Any],
         camera: Annotated[str | None, Field(description="only this camera id; omit for every camera")] = None,
         conditions: Annotated[RuleConditions | None, Field(description=(
-            "optional local conditions, all must hold: entities (ids or names, '*' = anyone), unknown_people, "
-            "objects, objects_mode any|all, overlap [[a, b]], zone [[x, y], …] normalised 0–1, time_window "
-            "{start, end} HH:MM, timezone, absent_minutes, said, text_read. Omit them to have the text compiled "
-            "(people, names, strangers, objects, spoken words, text on screen, times of day, cameras, absence); "
-            "the answer says what was understood and what only a vision model can judge."))] = None,
+            "structured conditions (all must hold) instead of compiling the text; usually omit"))] = None,
         severity: Annotated[Literal["info", "warning", "critical"], Field(description=(
             "critical ignores quiet hours; policies can suppress below a threshold"))] = "info",
         cooldown: Annotated[float, Field(ge=0, le=7 * 86400, description=(

@@ -4,7 +4,8 @@ No model, no invented semantics: the text states the time span, how many faces w
 who they resolved to, how large they are (close-up / medium / distant), where the main face is,
 the lighting (brightness and dominant colour), how much motion there was, whether the segment
 opens on a scene cut, and then the objects detected, the text read and the words spoken. The words are chosen by fixed thresholds, so the same facts always give
-the same text, and the text is what gets embedded for search.
+the same text, and the text is what gets embedded for search: who (names), how many people (a
+group from three on), the shot (close-up / medium / wide), objects with counts, text read, words said.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def motion_level(images: Sequence[np.ndarray]) -> str:
 
 
 def shot_size(face: FaceDetection, frame_h: int) -> str:
-    """``close-up`` / ``medium shot`` / ``distant view`` from the face height relative to the frame."""
+    """``close-up`` / ``medium shot`` / ``wide shot`` from the face height relative to the frame."""
     rel = face.box[3] / max(frame_h, 1)
-    return "close-up" if rel >= 0.28 else "medium shot" if rel >= 0.18 else "distant view"
+    return "close-up" if rel >= 0.28 else "medium shot" if rel >= 0.18 else "wide shot"
 
 
 def position(face: FaceDetection, frame_w: int) -> str:
@@ -72,7 +73,8 @@ def position(face: FaceDetection, frame_w: int) -> str:
 
 
 def _people(n: int) -> str:
-    return "one person" if n == 1 else f"{_NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else n} people"
+    words = "one person" if n == 1 else f"{_NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else n} people"
+    return f"a group of {words}" if n >= 3 else words
 
 
 @dataclass

@@ -27,8 +27,9 @@ MODEL_SHA256 = {
     "PP-OCRv6_rec_small.onnx": "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884",
     "ch_ppocr_mobile_v2.0_cls_mobile.onnx": "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
 }
-#: video-frame tuning; rapidocr logs every model path at INFO on its own stderr handler otherwise
-FRAME_PARAMS = {"Det.limit_type": "max", "Det.limit_side_len": 960, "Global.log_level": "warning"}
+#: video-frame tuning; rapidocr logs on its own (coloured) stderr handler, every model path at INFO and
+#: a WARNING for each frame without text, so only its errors are let through
+FRAME_PARAMS = {"Det.limit_type": "max", "Det.limit_side_len": 960, "Global.log_level": "error"}
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from plugin.errors import PluginError
+from plugin.progress import eval_progress
 
 __all__ = ["add_parser", "evaluate"]
 
 logger = logging.getLogger(__name__)
 
 
-def evaluate(folder: Path) -> dict[str, object]:
+def evaluate(folder: Path, progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
     """Transcribe every file of ``folder/transcripts.json``; return wer, n and per-file rows.
+
+    ``progress(done, total)`` is called after each file.
 
     Raises:
         PluginError: the folder or its transcripts.json is missing/invalid, or ASR is unavailable.
@@ -50,13 +54,15 @@ def evaluate(folder: Path) -> dict[str, object]:
         e, n = word_error_rate(str(reference), hypothesis)
         edits, words = edits + e, words + n
         rows.append({"file": name, "wer": round(e / max(n, 1), 4), "hypothesis": hypothesis})
+        if progress is not None:
+            progress(len(rows), len(references))
     return {"wer": round(edits / max(words, 1), 4), "n": len(rows), "files": rows}
 
 
 def _run(args: argparse.Namespace) -> int:
     from plugin.cli import _out
 
-    result = evaluate(Path(args.folder))
+    result = evaluate(Path(args.folder), progress=eval_progress("asr", "file(s)"))
     if args.json:
         _out(json.dumps({"wer": result["wer"], "n": result["n"]}))
         return 0

@@ -18,10 +18,12 @@ import argparse
 import json
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from perception.settings import SFACE_MATCH_THRESHOLD
 from plugin.errors import PluginError
+from plugin.progress import eval_progress
 
 __all__ = ["add_parser", "evaluate"]
 
@@ -32,8 +34,9 @@ PROTOCOL = ("gallery = first ceil(n/2) images per identity (sorted by name), pro
             "match = best cosine >= {threshold} and >= runner-up + {margin}; identities with one image skipped")
 
 
-def evaluate(folder: Path, threshold: float = SFACE_MATCH_THRESHOLD, margin: float = 0.04) -> dict[str, object]:
-    """Run the protocol of the module docstring over ``folder``.
+def evaluate(folder: Path, threshold: float = SFACE_MATCH_THRESHOLD, margin: float = 0.04,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
+    """Run the protocol of the module docstring over ``folder`` (``progress(done, total)`` after each probe).
 
     Raises:
         PluginError: the folder is missing, has no usable identity, or the face models are unavailable.
@@ -82,6 +85,8 @@ def evaluate(folder: Path, threshold: float = SFACE_MATCH_THRESHOLD, margin: flo
         merged += guess is not None and guess != truth
         rows.append({"image": str(path.relative_to(folder)), "truth": truth, "guess": guess,
                      "score": round(cands[0].score, 4) if cands else None})
+        if progress is not None:
+            progress(len(rows), len(probes))
     n = len(probes)
     return {"accuracy": round(correct / n, 4) if n else 0.0, "false_merge_rate": round(merged / n, 4) if n else 0.0,
             "n": n, "identities": len(usable), "skipped": sorted(set(identities) - set(usable)), "probes": rows,
@@ -91,7 +96,7 @@ def evaluate(folder: Path, threshold: float = SFACE_MATCH_THRESHOLD, margin: flo
 def _run(args: argparse.Namespace) -> int:
     from plugin.cli import _out
 
-    result = evaluate(Path(args.folder), threshold=args.threshold)
+    result = evaluate(Path(args.folder), threshold=args.threshold, progress=eval_progress("reid", "probe(s)"))
     if args.json:
         _out(json.dumps({k: result[k] for k in ("accuracy", "false_merge_rate", "n")}))
         return 0

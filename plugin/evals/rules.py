@@ -80,7 +80,7 @@ def score(deliveries: list[tuple[float, str]], events: list[EventWindow], rule_i
             "credited": credited}
 
 
-def evaluate(clip: Path, labels: Labels, manifest: Any) -> dict[str, Any]:
+def evaluate(clip: Path, labels: Labels, manifest: Any, progress: Any = None) -> dict[str, Any]:
     """Ingest ``clip`` into a temporary store with the labelled rules; score the deliveries.
 
     The engine is built from the manifest exactly as ``reflectworld ingest`` builds it (same
@@ -111,7 +111,7 @@ def evaluate(clip: Path, labels: Labels, manifest: Any) -> dict[str, Any]:
                 except ValueError as exc:
                     raise PluginError(f"rule {r.text!r}: {exc}") from None
                 ids.append(rule.id)
-            report = engine.ingest_file(clip, camera)
+            report = engine.ingest_file(clip, camera, progress=progress)
             decisions = service.procedural.decisions(0, limit=100_000)
     sent = [(float(d.payload.get("t_start") or 0.0), d.rule_id) for d in decisions if d.decision == "sent"]
     result = score(sent, labels.events, ids, labels.tolerance_s)
@@ -124,6 +124,7 @@ def evaluate(clip: Path, labels: Labels, manifest: Any) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace) -> int:
     from plugin.cli import _manifest, _out, _setup_logging
+    from plugin.progress import Progress, ingest_progress
 
     manifest = _manifest(args)
     _setup_logging("WARNING")
@@ -134,7 +135,11 @@ def _run(args: argparse.Namespace) -> int:
         labels = Labels.model_validate(yaml.safe_load(labels_path.read_text(encoding="utf-8")))
     except (yaml.YAMLError, ValueError) as exc:
         raise PluginError(f"{labels_path}: {exc}") from None
-    result = evaluate(clip, labels, manifest)
+    bar = Progress()
+    try:
+        result = evaluate(clip, labels, manifest, progress=ingest_progress(clip.name, bar))
+    finally:
+        bar.finish()
     if args.json:
         _out(json.dumps({k: result[k] for k in ("precision", "recall", "deliveries")}))
         return 0

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTALL_HINT = "run tests/hosts/install.sh (installs Node 24, the MCP Inspector, OpenClaw and mcpb into .hosts/)"
+INSTALL_HINT = "run tests/hosts/install.sh (installs Node 24, the MCP Inspector, OpenClaw, mcpb and uv into .hosts/)"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,6 +45,12 @@ class Hosts:
     openclaw: Path
     openclaw_dist: Path
     mcpb: Path
+    uvx: Path
+
+    @property
+    def uv_cache(self) -> Path:
+        """uv's cache, warmed by install.sh with this checkout's dependencies."""
+        return self.root / "uv-cache"
 
     @property
     def path(self) -> str:
@@ -59,8 +65,9 @@ def hosts() -> Hosts:
     npm = root / "npm" / "node_modules"
     found = Hosts(root=root, node=nodes[0] if nodes else root / "node24/missing/node",
                   inspector=npm / ".bin" / "mcp-inspector", openclaw=npm / ".bin" / "openclaw",
-                  openclaw_dist=npm / "openclaw" / "dist", mcpb=npm / ".bin" / "mcpb")
-    missing = [p for p in (found.node, found.inspector, found.openclaw, found.openclaw_dist, found.mcpb) if not p.exists()]
+                  openclaw_dist=npm / "openclaw" / "dist", mcpb=npm / ".bin" / "mcpb", uvx=root / "uv" / "bin" / "uvx")
+    missing = [p for p in (found.node, found.inspector, found.openclaw, found.openclaw_dist, found.mcpb, found.uvx)
+               if not p.exists()]
     if missing:
         message = f"MCP hosts not installed ({', '.join(str(p) for p in missing)}); {INSTALL_HINT}"
         if os.environ.get("REFLECTWORLD_HOSTS_REQUIRED") == "1":

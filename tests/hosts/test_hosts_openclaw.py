@@ -6,8 +6,8 @@ The README recipes, run for real: ``openclaw mcp add`` (stdio and streamable HTT
 OpenClaw's own agent runtime (no model) materializes the tools of both plugins and calls
 ``memory_search`` and ``memory_visual_evidence`` through them.
 
-The shipped plugin files are copied and changed in two ways only, both of which a user makes in
-the README too: ``--manifest`` pointing at the test store, and the HTTP variant's URL port. The
+The shipped plugin files are copied and changed only as the README tells a user to: the absolute
+path of ``reflectworld`` with ``--manifest`` pointing at the test store, and the HTTP variant's URL port. The
 HTTP variant's server is renamed so both plugins can be installed side by side in one HOME.
 """
 
@@ -59,8 +59,11 @@ def openclaw(hosts: Hosts, tmp_path_factory: pytest.TempPathFactory, ingested: P
 
     plugin = work / "plugin"
     shutil.copytree(ROOT / "manifests" / "openclaw", plugin, ignore=shutil.ignore_patterns("http-variant"))
-    edit(plugin / "openclaw.plugin.json", lambda m: m["mcpServers"]["reflectworld"]["args"].extend(
-        ["--manifest", str(ingested)]))
+    def absolute(m: dict[str, Any]) -> None:  # README: the absolute script path and the manifest
+        m["mcpServers"]["reflectworld"]["command"] = reflectworld()
+        m["mcpServers"]["reflectworld"]["args"].extend(["--manifest", str(ingested)])
+
+    edit(plugin / "openclaw.plugin.json", absolute)
     http_plugin = work / "plugin-http"
     shutil.copytree(ROOT / "manifests" / "openclaw" / "http-variant", http_plugin)
 

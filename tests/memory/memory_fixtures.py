@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory import Entity, Keyframe, MemoryStore, Observation, SegmentWrite, Trace, stable_id
+from memory import Chapter, Entity, Fact, Keyframe, MemoryStore, Observation, SegmentWrite, Trace, stable_id
 
 SOURCE = "/videos/kitchen.mp4"
 CAMERA = "kitchen"
@@ -70,3 +70,45 @@ def populate(store: MemoryStore) -> list[SegmentWrite]:
         store.write_segment(seg)
         segments.append(seg)
     return segments
+
+
+#: the cut of the timeline below: segments 0 (0–10 s) and 1 (10–20 s) are in the past; 2 (20–30 s) ends after it
+UNTIL = 25.0
+
+
+def populate_timeline(store: MemoryStore) -> dict[str, set[str]]:
+    """Segments 0–5 of 10 s; Alice from 0 s, Bob only from 30 s; facts and chapters on both sides."""
+    past: set[str] = set()
+    future: set[str] = set()
+    alice = Entity(id="person_0001", kind="person", name="Alice", description="later consolidated: drives a red car")
+    bob = Entity(id="person_0002", kind="person", name="Bob", description="man with a bicycle helmet")
+    for i in range(6):
+        cast = ["person_0001"] + (["person_0002"] if i >= 3 else [])
+        seg = make_segment(i, entity_ids=cast, summary=f"segment {i}: Alice and friends in the kitchen",
+                           obs_texts={e: f"{e} in the kitchen at segment {i}" for e in cast})
+        seg = seg.model_copy(update={"entities": [alice] + ([bob] if i >= 3 else [])})
+        store.write_segment(seg)
+        bucket = past if seg.trace.t_end <= UNTIL else future
+        bucket |= {seg.trace.id, *(o.id for o in seg.observations)}
+        for kf in seg.keyframes:  # a frame is dated by when it was taken
+            (past if kf.t <= UNTIL else future).add(kf.id)
+    future.add("person_0002")
+    trace = {i: stable_id("trc_", "default", SOURCE, i) for i in range(6)}
+    store.upsert_chapters([
+        Chapter(id="sch_000000000001", camera_id=CAMERA, source=SOURCE, t_start=0, t_end=20,
+                text="Alice starts the day in the kitchen", trace_ids=[trace[0], trace[1]], entity_ids=["person_0001"]),
+        Chapter(id="sch_000000000002", camera_id=CAMERA, source=SOURCE, t_start=20, t_end=60,
+                text="Alice and Bob in the kitchen", trace_ids=[trace[i] for i in range(2, 6)],
+                entity_ids=["person_0001", "person_0002"]),
+    ])
+    store.upsert_facts([
+        Fact(id="fct_000000000001", entity_ids=["person_0001"], text="Alice is in the kitchen every morning",
+             evidence_ids=[trace[0], trace[1]]),
+        Fact(id="fct_000000000002", entity_ids=["person_0001"], text="Alice drives a red car to the kitchen",
+             evidence_ids=[trace[1], trace[4]]),
+        Fact(id="fct_000000000003", entity_ids=["person_0002"], text="Bob is Alice's brother in the kitchen",
+             kind="identity"),
+    ])
+    past |= {"sch_000000000001", "fct_000000000001", "person_0001"}
+    future |= {"sch_000000000002", "fct_000000000002", "fct_000000000003"}
+    return {"past": past, "future": future}

@@ -165,7 +165,13 @@ def test_cli_ask_and_eval_qa_run_the_agent(ingested: Path, tmp_path: Path, capsy
             {"question": "Is anyone there?", "answer": "yes", "timestamp": 5, "type": "Person Understanding"}]}}))
         assert main(["eval", "qa", str(annotations), "--manifest", str(manifest), "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
-    assert report["accuracy"]["overall"] == {"n": 2, "correct": 2, "accuracy": 1.0}
+    overall = report["accuracy"]["overall"]
+    assert {k: overall[k] for k in ("n", "correct", "accuracy")} == {"n": 2, "correct": 2, "accuracy": 1.0}
+    # the fake endpoint reports 10 + 5 tokens per call; each question took the scripted rounds
+    rows = report["questions"]
+    assert all(r["prompt_tokens"] == 10 * r["rounds"] and r["completion_tokens"] == 5 * r["rounds"] for r in rows)
+    assert overall["rounds"] == sum(r["rounds"] for r in rows) / 2 and overall["tokens"] == 15 * overall["rounds"]
+    assert all(r["scored_by"] == "judge" and r["tool_calls"] >= 4 for r in rows)
     assert report["accuracy"]["Person Understanding"]["n"] == 2
     assert report["accuracy"]["Cross-Modal Reasoning"]["n"] == 1
     judged = [r for r in fake.requests if "You grade answers" in json.dumps(r["messages"])]

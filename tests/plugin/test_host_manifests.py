@@ -2,8 +2,8 @@
 
 Required fields and types are encoded here (OpenClaw plugin, Claude Desktop config, MCPB
 desktop extension v0.3, MCP registry server.json). The MCPB launch line is started for real
-through the Python SDK client over stdio, with ``uvx --from reflectworld-mm`` replaced by the
-installed ``reflectworld`` script and the user_config placeholders filled in as Claude Desktop
+through the Python SDK client over stdio, with ``uvx --from <bundled wheel>`` replaced by the
+installed ``reflectworld`` script (tests/hosts/test_hosts_recipes.py builds and runs the real bundle) and the user_config placeholders filled in as Claude Desktop
 would. The real hosts themselves are driven in tests/hosts/.
 """
 
@@ -104,6 +104,9 @@ def test_mcpb_manifest_has_the_v03_fields_and_user_config() -> None:
     assert config["store"]["type"] == "directory"
     keys = [k for k in config if k.endswith("_api_key")]
     assert keys and all(config[k]["sensitive"] is True for k in keys)
+    args = server["mcp_config"]["args"]
+    wheel = f"reflectworld_mm-{PROJECT['version']}-py3-none-any.whl"
+    assert args[:2] == ["--from", f"${{__dirname}}/server/{wheel}"], "the bundle runs its own wheel (build.sh)"
     used = set(re.findall(r"\$\{user_config\.(\w+)\}", json.dumps(server["mcp_config"])))
     assert used == set(config), "every user_config key is used by the launch line, and only those"
     assert [t["name"] for t in manifest["tools"]] == list(CORE_TOOLS)

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 import yaml
 
+from plugin.guard import Pairing
 from plugin.http import build_http_app
 from plugin.manifest import load_manifest
 from plugin.server import create_server
@@ -149,3 +150,22 @@ async def test_the_phone_camera_streams_through_a_token_protected_server(tmp_pat
             assert _rss_mb(proc.pid) - rss_before < 64
     assert sent.status_code == 202 and sent.json()["camera"] == "cam1"
     assert "s3cret-token" not in log.read_text()
+
+
+async def test_a_dashboard_pairing_link_opens_the_dashboard_but_never_mcp(tmp_path: Path) -> None:
+    server = create_server(load_manifest(write_manifest(tmp_path)))
+    pairing = Pairing()
+    app = build_http_app(server, "127.0.0.1", "tok-123", max_body_bytes=LIMIT, pairing=pairing)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765") as client:
+        locked = await client.get("/")
+        paired = await client.get(f"/?pair={pairing.issue()}")
+        cookie = paired.headers["set-cookie"]
+        session = cookie.split(";", 1)[0].split("=", 1)[1]
+        mcp = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                headers={"Cookie": f"rw_dashboard={session}"})
+        phone = await client.get("/phone", headers={"Cookie": f"rw_dashboard={session}"})
+        page = await client.get("/", headers={"Cookie": f"rw_dashboard={session}"})
+    assert locked.status_code == 401 and page.status_code != 401
+    assert paired.status_code == 303 and paired.headers["location"] == "/" and "rw_dashboard=" in cookie
+    assert "HttpOnly" in cookie and "Path=/" in cookie
+    assert mcp.status_code == 401 and phone.status_code == 401  # the dashboard cookie opens only the dashboard

@@ -162,3 +162,31 @@ async def test_every_structured_tool_answers_with_a_summary_not_its_json(ingeste
         assert text.text.strip() and dumped not in text.text, name
         if len(dumped) > 400:
             assert len(text.text) < len(dumped) / 2, f"{name}: summary too close to the full JSON"
+
+
+async def test_the_default_tool_surface_fits_a_hosts_budget_and_groups_are_chosen_in_the_manifest(
+        tmp_path: Path) -> None:
+    from plugin.manifest import default_manifest
+    from tests.conftest import write_manifest
+
+    def size(tools: list) -> int:  # type: ignore[type-arg]
+        return sum(len(json.dumps(t.model_dump(mode="json", exclude_none=True, by_alias=True))) for t in tools)
+
+    async with Client(create_server(default_manifest())) as client:
+        default = (await client.list_tools()).tools
+    async with Client(create_server(load_manifest(write_manifest(tmp_path)))) as client:
+        every = (await client.list_tools()).tools
+    only = load_manifest(write_manifest(tmp_path / "few", server={"tools": ["memory"]}))
+    async with Client(create_server(only)) as client:
+        memory = {t.name for t in (await client.list_tools()).tools}
+    assert size(default) <= 20_000, f"tools/list with the default manifest is {size(default)} characters"
+    names = {t.name for t in default}
+    assert {"memory_search", "entity_update", "rule_add", "notify_poll", "capture_start"} <= names
+    assert not names & {"perception_steer", "context_set"}  # opt-in groups
+    assert {"perception_steer", "context_set"} <= {t.name for t in every} and len(every) == 19
+    assert memory == {"memory_search", "memory_get", "memory_visual_evidence"}
+    # compacting keeps every input property and description the model needs
+    rule_add = next(t for t in default if t.name == "rule_add")
+    assert set(rule_add.input_schema["properties"]) == {"text", "camera", "conditions", "severity", "cooldown"}
+    assert all("description" in p for p in rule_add.input_schema["properties"].values())
+    assert "title" not in json.dumps(rule_add.input_schema)

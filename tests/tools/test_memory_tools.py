@@ -122,3 +122,21 @@ async def test_bad_search_arguments_say_what_to_change(ingested: Path) -> None:
         swapped = await client.call_tool("memory_search", {"query": "x", "start": 5, "end": 1})
     assert empty.is_error and "query is empty" in empty.content[0].text
     assert swapped.is_error and "swap them" in swapped.content[0].text
+
+
+async def test_search_says_how_it_read_the_query_and_what_it_could_not_understand(ingested: Path) -> None:
+    async with Client(create_server(load_manifest(ingested))) as client:
+        unknown = await client.call_tool("memory_search", {"query": "Zorro on stage at 25 pm", "limit": 3})
+        named = await client.call_tool("memory_search", {"query": "person_0001 close-up", "limit": 3})
+    assert not unknown.is_error
+    understood = unknown.structured_content["understood"]
+    assert understood["cameras"] == ["stage"]
+    notes = " ".join(understood["notes"])
+    assert "'Zorro'" in notes and "could not read the time 'at 25 pm'" in notes
+    text = unknown.content[0].text
+    assert "Understood: camera stage" in text and "Note: no person or object is named 'Zorro'" in text
+    hits = named.structured_content["hits"]
+    assert named.structured_content["understood"]["entities"] == {"person_0001": ["person_0001"]}
+    assert hits and "person_0001" in hits[0]["entity_ids"] and 0 < hits[0]["score"] <= 1
+    assert any(m["field"] == "names" and m["entity_id"] == "person_0001" for m in hits[0]["why"])
+    assert "(matched: names" in named.content[0].text

@@ -1,0 +1,258 @@
+"""Index management: the vector and full-text indexes of the searchable tables, kept fresh off the write path.
+
+LanceDB answers a query from an index plus a flat scan of the rows written since the index was last
+updated, so results are always complete; what degrades as a table grows is *latency*. This module
+keeps both parts small:
+
+* **Full-text (BM25)** — every searchable table gets an FTS index on ``text`` when the store opens
+  (English stemming, stop words removed, ASCII folding). New rows are folded in by ``optimize()``.
+* **Vector (IVF_PQ, cosine)** — built once a table holds :attr:`IndexPolicy.vector_min_rows` rows
+  (below that a flat scan is faster than probing partitions) and retrained when the table has grown
+  :attr:`IndexPolicy.retrain_growth` times since the last training, so partitions keep fitting the data.
+* **Scalar** — past :attr:`IndexPolicy.scalar_min_rows` rows, a BTREE on ``id`` (candidate lookups,
+  ``get``) and bitmaps on ``user_id`` and ``camera_id`` (filters) replace full scans.
+* **Freshness** — ``optimize()`` (compaction + folding new rows into both indexes) runs when a table has
+  :attr:`IndexPolicy.unindexed_max` rows outside its indexes, or at the latest
+  :attr:`IndexPolicy.interval_s` after the first such row.
+
+:class:`IndexMaintainer` does this work on its own thread. Writers only call :meth:`IndexMaintainer.poke`
+(non-blocking), so ingestion never waits for an index build; searches keep using the previous index
+version until the new one commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lancedb.index import FTS, Bitmap, BTree, IvfPq
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["IndexMaintainer", "IndexPolicy", "IndexState", "ensure_fts", "table_index_state"]
+
+
+@dataclass(frozen=True)
+class IndexPolicy:
+    """When indexes are built, retrained and refreshed."""
+
+    #: rows from which a vector index beats a flat scan
+    vector_min_rows: int = 20_000
+    #: rows from which scalar indexes (``id``, ``user_id``, ``camera_id``) pay for themselves
+    scalar_min_rows: int = 10_000
+    #: retrain the vector index when the table has grown this many times since it was trained
+    retrain_growth: float = 4.0
+    #: rows outside the indexes that trigger an ``optimize()``
+    unindexed_max: int = 5_000
+    #: seconds after which any unindexed rows are folded in
+    interval_s: float = 30.0
+    #: how often the maintainer thread looks at the tables
+    check_every_s: float = 2.0
+
+
+@dataclass
+class IndexState:
+    """What one table's indexes look like now."""
+
+    rows: int
+    fts: bool
+    vector: bool
+    unindexed: int
+    scalar: list[str] = field(default_factory=list)
+    vector_trained_rows: int = 0
+    vector_indexed: int = 0
+
+
+def fts_config() -> FTS:
+    """The full-text configuration of every searchable ``text`` column."""
+    return FTS(with_position=False, stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True)
+
+
+def ensure_fts(table: Any) -> None:
+    """Create the FTS index on ``text`` when the table has none."""
+    if not any(idx.index_type == "FTS" for idx in table.list_indices()):
+        table.create_index("text", config=fts_config(), replace=True)
+
+
+def vector_config(rows: int) -> IvfPq:
+    """IVF_PQ for ``rows`` rows: about 4k rows per partition (LanceDB picks the sub-vectors: dim / 16)."""
+    partitions = max(16, min(4096, rows // 4096))
+    return IvfPq(distance_type="cosine", num_partitions=partitions)
+
+
+def table_index_state(table: Any) -> IndexState:
+    """Row count, which indexes exist, and how many rows the FTS index does not cover yet."""
+    rows = table.count_rows()
+    fts = vector = False
+    unindexed = vector_indexed = 0
+    scalar: list[str] = []
+    for idx in table.list_indices():
+        if idx.index_type == "FTS":
+            fts = True
+        elif "vector" in idx.columns:
+            vector = True
+            vector_indexed = int(getattr(idx, "num_indexed_rows", 0) or 0)
+            if not vector_indexed:  # PQ needs a few hundred rows to train; below that the index stays empty
+                continue
+        else:
+            scalar.extend(idx.columns)
+            continue
+        unindexed = max(unindexed, int(getattr(idx, "num_unindexed_rows", 0) or 0))
+    return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed, scalar=scalar,
+                      vector_indexed=vector_indexed)
+
+
+SCALAR_INDEXES: tuple[tuple[str, type], ...] = (("id", BTree), ("user_id", Bitmap), ("camera_id", Bitmap))
+
+
+def _committed(name: str, action: Callable[[], object], lock: threading.Lock) -> bool:
+    """Run an index/compaction commit; False when a concurrent write committed first (writers always
+    win; the next pass retries)."""
+    with lock:
+        try:
+            action()
+        except RuntimeError as exc:
+            if "commit conflict" not in str(exc):
+                raise
+            logger.info("index maintenance of %s yielded to a concurrent write; retrying later", name)
+            return False
+    return True
+
+
+@dataclass
+class _Pending:
+    since: float | None = None
+    trained_rows: int = 0
+
+
+@dataclass
+class IndexMaintainer:
+    """Builds and refreshes the indexes of ``tables()`` on a background thread.
+
+    ``tables`` returns ``{name: lancedb table}`` for every table it keeps compact; those in ``searchable``
+    also get the full-text and vector indexes. ``lock`` is held around each ``optimize()`` so the
+    store's own synchronous optimise never runs concurrently with it.
+    """
+
+    tables: Callable[[], dict[str, Any]]
+    searchable: frozenset[str] = frozenset()
+    policy: IndexPolicy = field(default_factory=IndexPolicy)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _wake: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _pending: dict[str, _Pending] = field(default_factory=dict)
+    _pass: threading.Lock = field(default_factory=threading.Lock)
+    builds: int = 0
+    optimizes: int = 0
+    passes: int = 0
+    _passed: threading.Condition = field(default_factory=threading.Condition)
+
+    def start(self) -> None:
+        """Start the maintainer thread (idempotent)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="memory-index", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ask the thread to finish its current step and wait for it."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.warning("index maintainer still busy after %.0f s; leaving it to finish", timeout)
+        self._thread = None
+
+    def poke(self, table: str) -> None:
+        """Note that ``table`` was written (never blocks)."""
+        pending = self._pending.setdefault(table, _Pending())
+        if pending.since is None:
+            pending.since = time.monotonic()
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.policy.check_every_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.run_once()
+            except Exception:  # the worker's top loop: log and keep maintaining
+                logger.exception("index maintenance pass failed")
+            # at most one pass per interval, however often writers poke: maintenance stays a small,
+            # steady share of the CPU next to ingestion
+            self._stop.wait(self.policy.check_every_s)
+
+    def run_once(self, force: bool = False) -> dict[str, IndexState]:
+        """One pass over every table: build, retrain or refresh what the policy asks for.
+
+        ``force`` folds every unindexed row in now (used by benchmarks and by ``close``). Passes never overlap.
+        """
+        with self._pass:
+            states = self._run_once(force)
+        with self._passed:
+            self.passes += 1
+            self._passed.notify_all()
+        return states
+
+    def wait_for_pass(self, timeout: float) -> bool:
+        """Wait until a pass that started after this call has finished; False on timeout."""
+        with self._passed:
+            target = self.passes + 2  # the pass running now may have started before the call
+            self._wake.set()
+            return self._passed.wait_for(lambda: self.passes >= target, timeout)
+
+    def _run_once(self, force: bool) -> dict[str, IndexState]:
+        states: dict[str, IndexState] = {}
+        now = time.monotonic()
+        for name, table in self.tables().items():
+            if self._stop.is_set() and not force:
+                break
+            pending = self._pending.setdefault(name, _Pending())
+            if pending.since is None and not force:
+                continue  # not written since it was last brought up to date
+            state = table_index_state(table)
+            search = name in self.searchable
+            if search and not state.fts:
+                ensure_fts(table)
+            if state.rows >= self.policy.scalar_min_rows:
+                names = set(table.schema.names)
+                for column, kind in SCALAR_INDEXES:
+                    if column in names and column not in state.scalar and _committed(
+                            name, lambda: table.create_index(column, config=kind(), replace=True), self.lock):
+                        logger.info("%s index on %s.%s built", kind.__name__, name, column)
+            grown = pending.trained_rows and state.rows >= self.policy.retrain_growth * pending.trained_rows
+            if search and state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
+                t0 = time.perf_counter()
+                if not _committed(name, lambda: table.create_index("vector", config=vector_config(state.rows),
+                                                                   replace=True), self.lock):
+                    continue
+                pending.trained_rows = state.rows
+                self.builds += 1
+                logger.info("vector index of %s built over %d rows in %.1f s", name, state.rows,
+                            time.perf_counter() - t0)
+                state = table_index_state(table)
+            elif state.vector and not pending.trained_rows:
+                pending.trained_rows = state.rows
+            overdue = pending.since is not None and now - pending.since >= self.policy.interval_s
+            # tables without indexes still gather one fragment per write: compact them on the same schedule
+            stale = state.unindexed if search else (pending.since is not None and (force or overdue))
+            if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
+                if not _committed(name, table.optimize, self.lock):
+                    continue
+                self.optimizes += 1
+                pending.since = None
+                state = table_index_state(table)
+            elif not state.unindexed and (search or force):
+                pending.since = None
+            state.vector_trained_rows = pending.trained_rows
+            states[name] = state
+        return states

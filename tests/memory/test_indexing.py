@@ -1,0 +1,74 @@
+"""Index management: indexes are built past a size and kept fresh by a background thread, not by writers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from memory_fixtures import make_segment
+
+from memory import HashEmbedder, MemoryStore
+from memory.indexing import IndexPolicy, table_index_state
+
+#: PQ training needs a few hundred rows; the thresholds are scaled down from the defaults accordingly
+SMALL = IndexPolicy(vector_min_rows=400, scalar_min_rows=400, unindexed_max=10_000, interval_s=0.0,
+                    check_every_s=0.05)
+
+
+def _write(store: MemoryStore, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        store.write_segment(make_segment(i, summary=f"segment {i} with a bicycle number {i}"))
+
+
+def _append(store: MemoryStore, n: int, start: int = 0) -> None:
+    """``n`` traces in one Arrow append (what an import or a long stream adds between passes)."""
+    rows = []
+    for i in range(start, start + n):
+        trace = make_segment(i, summary=f"segment {i} with a bicycle number {i}").trace
+        rows.append({**trace.model_dump(), "text": trace.summary})
+    vectors = store.embedder.embed([r["text"] for r in rows])
+    table = store._rows("traces", [{**r, "vector": v} for r, v in zip(rows, vectors)])
+    store.bulk_append("traces", pa.Table.from_batches(table.to_batches(), schema=table.schema))
+
+
+def test_writers_do_not_fold_rows_into_indexes_the_maintainer_does(tmp_path: Path) -> None:
+    policy = IndexPolicy(vector_min_rows=10**9, scalar_min_rows=10**9, unindexed_max=10**9, interval_s=3600,
+                         check_every_s=3600)
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), index_policy=policy) as store:
+        _write(store, 60)  # more writes than the store's synchronous optimise interval
+        traces = store._table("traces")
+        assert table_index_state(traces).unindexed == 60  # nothing was optimised on the write path
+        assert {h.text for h in store.search("number 59", mode="fts", limit=3)} >= {
+            "segment 59 with a bicycle number 59"}  # unindexed rows are still found
+        state = store.maintain_indexes()["traces"]
+        assert state.unindexed == 0 and state.fts
+
+
+def test_the_background_thread_builds_vector_and_scalar_indexes_once_a_table_is_big_enough(tmp_path: Path) -> None:
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), index_policy=SMALL) as store:
+        _append(store, 200)
+        maintainer = store._maintainer
+        assert maintainer is not None and maintainer.wait_for_pass(30)
+        small = table_index_state(store._table("traces"))
+        assert small.fts and not small.vector and small.scalar == []  # 200 rows: a flat scan is faster
+        _append(store, 300, start=200)
+        assert maintainer.wait_for_pass(120)
+        big = table_index_state(store._table("traces"))
+        assert big.vector and {"id", "user_id", "camera_id"} <= set(big.scalar) and big.unindexed == 0
+        hits = store.search("segment 42 with a bicycle number 42", limit=3)
+        assert hits[0].text == "segment 42 with a bicycle number 42"  # the indexes answer correctly
+        assert maintainer.builds == 1
+
+
+def test_a_vector_index_is_retrained_when_the_table_has_grown_several_times(tmp_path: Path) -> None:
+    policy = IndexPolicy(vector_min_rows=300, scalar_min_rows=10**9, retrain_growth=2.0, check_every_s=3600)
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), index_policy=policy) as store:
+        _append(store, 300)
+        first = store.maintain_indexes()["traces"]
+        assert first.vector and first.vector_trained_rows == 300 and first.vector_indexed == 300
+        _append(store, 200, start=300)
+        grown = store.maintain_indexes()["traces"]
+        assert grown.vector_trained_rows == 300 and grown.vector_indexed == 500  # folded in, not retrained
+        _append(store, 150, start=500)
+        second = store.maintain_indexes()["traces"]
+        assert second.vector_trained_rows == 650 and second.unindexed == 0

@@ -1,0 +1,83 @@
+"""Query understanding: names, times in the user's zone, cameras, objects and counts; what was not understood."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from memory.query import EntityName, Vocabulary, content_words, understand
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NOW = datetime(2026, 12, 1, 10, 30, tzinfo=BERLIN)  # a Tuesday morning
+VOCAB = Vocabulary(
+    names=[EntityName("person_0001", "Lin-Manuel Miranda"), EntityName("person_0001", "Lin"),
+           EntityName("person_0001", "person_0001"), EntityName("person_0002", "Alex Lacamoire"),
+           EntityName("person_0002", "person_0002"), EntityName("object_0001", "red bicycle", "object")],
+    cameras=["front_door", "garage"])
+
+
+def _local(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, BERLIN)
+
+
+def test_full_names_aliases_single_capitalised_name_words_and_ids_resolve_to_entities() -> None:
+    assert understand("Lin-Manuel Miranda", VOCAB, now=NOW).entities == {"person_0001": ["Lin-Manuel Miranda"]}
+    assert set(understand("when did Lacamoire play", VOCAB, now=NOW).entities) == {"person_0002"}
+    assert set(understand("person_0002 at the piano", VOCAB, now=NOW).entities) == {"person_0002"}
+    assert set(understand("the red bicycle", VOCAB, now=NOW).entities) == {"object_0001"}
+    # a lower-case common word that happens to be part of a name is not a name
+    assert understand("alex", Vocabulary(names=[EntityName("person_0002", "Alex Lacamoire")]),
+                      now=NOW).entities == {}
+
+
+def test_times_resolve_in_the_users_time_zone() -> None:
+    q = understand("what happened yesterday at 3 pm", VOCAB, tz="Europe/Berlin", now=NOW)
+    assert q.time is not None
+    assert (_local(q.time.start), _local(q.time.end)) == (datetime(2026, 11, 30, 14, tzinfo=BERLIN),
+                                                          datetime(2026, 11, 30, 16, tzinfo=BERLIN))
+    tuesday = understand("last Tuesday at 3 pm", VOCAB, tz="Europe/Berlin", now=NOW).time
+    assert tuesday is not None and _local(tuesday.start).date().isoformat() == "2026-11-24"
+    morning = understand("this morning", VOCAB, tz="Europe/Berlin", now=NOW).time
+    assert morning is not None and (_local(morning.start).hour, _local(morning.end).hour) == (5, 12)
+    recent = understand("in the last 2 hours", VOCAB, tz="Europe/Berlin", now=NOW).time
+    assert recent is not None and recent.end - recent.start == pytest.approx(7200)
+    # the same words in another zone are another instant
+    tokyo = understand("yesterday at 3 pm", VOCAB, tz="Asia/Tokyo", now=NOW).time
+    assert tokyo is not None and tokyo.start != q.time.start
+
+
+def test_first_and_last_time_cameras_objects_and_counts() -> None:
+    q = understand("the first time someone rode a bike at the front door camera", VOCAB, now=NOW)
+    assert q.order == "first" and q.cameras == ["front_door"] and "bike" in q.labels
+    assert "bicycle" in q.labels["bike"]
+    assert understand("the last time the garage was open", VOCAB, now=NOW).order == "last"
+    assert understand("two people with coffee", VOCAB, now=NOW).people == (2, 2)
+    assert understand("wide shot with several people", VOCAB, now=NOW).people == (3, 99)
+    assert understand("a man alone in the garage", VOCAB, now=NOW).people == (1, 1)
+
+
+def test_what_was_said_or_read_is_an_intent_not_a_word_to_match() -> None:
+    said = understand("what did Lin say about the country", VOCAB, now=NOW)
+    assert said.intent == "speech" and said.terms == ["country"]
+    read = understand("the sign that read no parking", VOCAB, now=NOW)
+    assert read.intent == "text" and "park" in read.terms
+
+
+def test_what_could_not_be_understood_is_said_in_notes() -> None:
+    unknown = understand("Zorro at the door", VOCAB, now=NOW)
+    assert unknown.entities == {} and "no person or object is named 'Zorro'" in unknown.notes[0]
+    assert "Lin-Manuel Miranda" in unknown.notes[0] and unknown.terms == ["zorro", "door"]
+    bad_time = understand("at 25 pm in the garage", VOCAB, now=NOW)
+    assert bad_time.time is None and any("could not read the time 'at 25 pm'" in n for n in bad_time.notes)
+    assert bad_time.cameras == ["garage"]
+    missing = understand("person_0042 in the garage", VOCAB, now=NOW)
+    assert any("person_0042" in n and "entity_list" in n for n in missing.notes)
+    assert understand("yesterday", VOCAB, tz="Not/AZone", now=NOW).notes[0].startswith("unknown time zone")
+
+
+def test_content_words_stem_so_forms_of_a_word_meet() -> None:
+    assert content_words("bicycles") == content_words("a bicycle") == ["bicycl"]
+    assert content_words("opened") == content_words("opening") == content_words("opens")
+    assert content_words("what is the") == []
