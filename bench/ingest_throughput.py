@@ -1,15 +1,23 @@
-"""Ingest throughput and memory flatness.
+"""Ingest cost on real media: CPU seconds per media second, cameras per 2-core box, static ratio.
 
-1. Media seconds per wall second for a generated 720p clip (hard cuts every 3 s, a tone) at the
-   default sampling, for the ``light`` and ``full`` perception levels (settings derived from the
-   manifest exactly as ``reflectworld serve`` derives them).
-2. Resident memory while ingesting a long generated stream (through the gateway and the live
-   driver, light level): RSS after the first minute of media versus at the end (default one hour).
+The clip (:func:`bench.media.real_720p`, ~91 s of 1280×720 H.264 + AAC built from ``tests/data``)
+has faces, cuts, speech and captions; the static clip is a still photograph with sensor noise and
+silent audio. Each is ingested through the engine ``reflectworld ingest`` builds for the default
+manifest (real MiniLM embedder, every model of the level), in both modes, after a warm-up ingest
+that loads the models. Cost is CPU time (user + sys of the whole process, every thread), which
+stays stable on a busy machine where wall time does not; ``cameras_per_2_cores`` is
+``2 / cpu_s_per_media_s`` (real-time cameras one 2-core box sustains).
 
 Usage::
 
-    .venv/bin/python bench/ingest_throughput.py [--clip-seconds 30] [--stream-minutes 60] [--skip-full]
+    .venv/bin/python bench/ingest_throughput.py [--clips DIR] [--levels light full]
+        [--modes offline_quality live_latency] [--paths file live] [--static-minutes 10]
 
+``--paths live`` runs the capture path instead (gateway → live driver, as ``reflectworld run``): the
+clip once, and the static clip looped for ``--static-minutes`` (a still camera decodes key frames
+only after 30 s, so its steady state needs minutes).
+
+The long-stream bench (RSS, store size, versions over hours) is ``bench/long_stream.py``.
 Prints one JSON object. Nothing here is part of the test run.
 """
 
@@ -17,139 +25,109 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
+import sys
 import tempfile
-import threading
-import time
-from collections.abc import Iterator
-from fractions import Fraction
 from pathlib import Path
 
-import av
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory import HashEmbedder
-from perception.drivers.ingest import ingest_live
-from perception.media.gateway import Gateway
-from perception.media.sources import AudioIn, Source, VideoIn
-from plugin.engine import Engine, Overrides
-from plugin.manifest import Manifest
+from media import real_720p, static_720p  # noqa: E402
 
-COLOURS = [(40, 40, 200), (200, 60, 30), (30, 180, 40), (200, 200, 40), (160, 40, 160)]
+from plugin.engine import Engine  # noqa: E402
+from plugin.manifest import Manifest  # noqa: E402
 
 
-def rss_mb() -> tuple[float, float]:
-    """(current RSS, peak RSS) of this process in MiB, from /proc."""
-    values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            key, value = line.split(":", 1)
-            values[key] = int(value.split()[0]) / 1024
-    return values["VmRSS"], values["VmHWM"]
+def cpu_s() -> float:
+    """User + system CPU seconds of this process so far (all threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
-def make_720p(path: Path, seconds: float, fps: int = 25) -> Path:
-    """A 1280×720 H.264 clip with a hard cut every 3 s, a moving block and a 440 Hz tone."""
-    w, h = 1280, 720
-    with av.open(str(path), "w") as out:
-        vs = out.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
-        vs.options = {"preset": "ultrafast", "crf": "28"}
-        aus = out.add_stream("aac", rate=48000, layout="mono")
-        a_pts = 0
-        for i in range(int(seconds * fps)):
-            img = np.empty((h, w, 3), np.uint8)
-            img[:] = COLOURS[int(i / fps / 3) % len(COLOURS)]
-            x = (i * 8) % (w - 160)
-            img[280:440, x:x + 160] = 255
-            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
-            frame.pts = i
-            for p in vs.encode(frame):
-                out.mux(p)
-            while a_pts < (i + 1) * 48000 / fps:
-                t = (a_pts + np.arange(1024)) / 48000
-                af = av.AudioFrame.from_ndarray((0.1 * np.sin(2 * np.pi * 440 * t))[None, :].astype(np.float32),
-                                                format="fltp", layout="mono")
-                af.sample_rate, af.pts, af.time_base = 48000, a_pts, Fraction(1, 48000)
-                for p in aus.encode(af):
-                    out.mux(p)
-                a_pts += 1024
-        for stream in (vs, aus):
-            for p in stream.encode():
-                out.mux(p)
-    return path
+def clips(folder: Path) -> tuple[Path, float, Path, float]:
+    """The real and static bench clips in ``folder`` (built once, then reused)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    real, static = folder / "real720.mp4", folder / "static720.mp4"
+    if not real.exists():
+        real_720p(real)
+    if not static.exists():
+        static_720p(static, 60.0)
+    from perception.media.video import probe
+    return real, probe(real).duration_s, static, probe(static).duration_s
 
 
-class GeneratedStream(Source):
-    """A synthetic 720p stream (10 fps video + 16 kHz tone) of ``seconds`` media seconds, as fast as it decodes."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(uri="generated://bench", kind="generated", live=False)
-        self.seconds = seconds
-
-    def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
-        fps = 10
-        frames = [np.full((720, 1280, 3), c, np.uint8) for c in COLOURS]
-        tone = (0.1 * np.sin(2 * np.pi * 440 * np.arange(1600) / 16000)).astype(np.float32)
-        for i in range(int(self.seconds * fps)):
-            if stop.is_set():
-                return
-            t = i / fps
-            yield AudioIn(t, tone)
-            yield VideoIn(t, frames[int(t / 7) % len(frames)])
+def engine(store: str, level: str, mode: str) -> Engine:
+    """The engine ``reflectworld ingest`` builds for the default manifest at ``level`` and ``mode``."""
+    manifest = Manifest.model_validate({"memory": {"uri": store}, "perception": {"level": level, "mode": mode}})
+    return Engine.from_manifest(manifest)
 
 
-def engine(tmp: str, level: str, **hooks: object) -> Engine:
-    """The engine ``reflectworld ingest`` builds for the default manifest at ``level`` (hash embedder, temp store)."""
-    manifest = Manifest.model_validate({"memory": {"uri": tmp}, "perception": {"level": level}})
-    return Engine.from_manifest(manifest, Overrides(embedder=HashEmbedder(64), **hooks))  # type: ignore[arg-type]
+WARM = Path(__file__).resolve().parents[1] / "tests" / "data" / "short_hamilton_clip.mp4"
 
 
-def throughput(clip: Path, level: str, seconds: float, warm: Path) -> dict[str, float | int | str]:
-    # light: gateway + segmentation + key frames + describer + store (no model); full: every model
-    with tempfile.TemporaryDirectory() as tmp, engine(tmp, level) as eng:
-        eng.ingest_file(warm)  # load the models outside the timed run
-        started = time.perf_counter()
-        report = eng.ingest_file(clip)
-        wall = time.perf_counter() - started
-    return {"level": level, "media_s": seconds, "wall_s": round(wall, 2), "segments": report.segments_written,
-            "media_s_per_wall_s": round(seconds / wall, 2), "sample_fps": eng.settings.sample_fps}
+def cost(clip: Path, seconds: float, level: str, mode: str) -> dict[str, object]:
+    """CPU seconds per media second of ingesting ``clip`` (models loaded beforehand)."""
+    with tempfile.TemporaryDirectory() as tmp, engine(tmp, level, mode) as eng:
+        eng.ingest_file(WARM, camera_id="warm")
+        before = cpu_s()
+        report = eng.ingest_file(clip, camera_id="bench")
+        used = cpu_s() - before
+    per_s = used / seconds
+    return {"clip": clip.stem, "level": level, "mode": mode, "media_s": round(seconds, 1),
+            "segments": report.segments_written, "cpu_s": round(used, 2), "cpu_s_per_media_s": round(per_s, 4),
+            "cameras_per_2_cores": round(2 / per_s, 1) if per_s > 0 else None}
 
 
-def stream_rss(minutes: float) -> dict[str, float | int]:
-    marks: dict[str, tuple[float, float]] = {}
+def live_cost(clip: Path, length_s: float, seconds: float, level: str, mode: str) -> dict[str, object]:
+    """CPU seconds per media second of ``seconds`` of ``clip`` in a loop through the live capture path.
 
-    def on_commit(write: object) -> None:
-        t_end = write.trace.t_end  # type: ignore[attr-defined]
-        if "1min" not in marks and t_end >= 60:
-            marks["1min"] = rss_mb()
+    The capture path of ``reflectworld run``: a gateway that drops to key-frame decoding after a still,
+    silent stretch (``KEYFRAMES_AFTER_S``), the live driver, the engine's pipeline.
+    """
+    from long_stream import LoopedFile
 
-    with tempfile.TemporaryDirectory() as tmp, engine(tmp, "light", on_commit=on_commit) as eng:
-        gateway = Gateway(GeneratedStream(minutes * 60), eng.settings.sample_fps).start()
-        started = time.perf_counter()
+    from perception.drivers.ingest import ingest_live
+    from perception.media.gateway import KEYFRAMES_AFTER_S, Gateway
+
+    with tempfile.TemporaryDirectory() as tmp, engine(tmp, level, mode) as eng:
+        eng.ingest_file(WARM, camera_id="warm")
+        before = cpu_s()
+        gateway = Gateway(LoopedFile(clip, length_s, seconds), eng.settings.sample_fps,
+                          keyframes_after_s=KEYFRAMES_AFTER_S).start()
         written = ingest_live(gateway, eng.pipeline, "bench", final=True)
-        wall = time.perf_counter() - started
         gateway.stop()
-        end = rss_mb()
-    one = marks.get("1min", end)
-    return {"stream_media_min": minutes, "segments": written, "wall_s": round(wall, 1),
-            "rss_after_1min_mb": round(one[0], 1), "rss_at_end_mb": round(end[0], 1),
-            "peak_rss_after_1min_mb": round(one[1], 1), "peak_rss_at_end_mb": round(end[1], 1)}
+        used = cpu_s() - before
+    per_s = used / seconds
+    return {"clip": clip.stem, "path": "live", "level": level, "mode": mode, "media_s": seconds, "segments": written,
+            "cpu_s": round(used, 2), "cpu_s_per_media_s": round(per_s, 4),
+            "cameras_per_2_cores": round(2 / per_s, 1) if per_s > 0 else None}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clip-seconds", type=float, default=30.0)
-    parser.add_argument("--stream-minutes", type=float, default=60.0)
-    parser.add_argument("--skip-full", action="store_true", help="only the light level")
+    parser.add_argument("--clips", type=Path, default=Path(tempfile.gettempdir()) / "reflectworld-bench",
+                        help="folder for the generated clips (kept between runs)")
+    parser.add_argument("--levels", nargs="+", default=["light", "full"])
+    parser.add_argument("--modes", nargs="+", default=["offline_quality", "live_latency"])
+    parser.add_argument("--paths", nargs="+", default=["file", "live"],
+                        help="file: reflectworld ingest; live: the capture path (static clip looped for --static-minutes)")
+    parser.add_argument("--static-minutes", type=float, default=10.0)
     args = parser.parse_args()
-    out: dict[str, object] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        clip = make_720p(Path(tmp) / "bench720.mp4", args.clip_seconds)
-        warm = make_720p(Path(tmp) / "warm720.mp4", 2.0)
-        levels = ["light"] if args.skip_full else ["light", "full"]
-        out["throughput"] = [throughput(clip, level, args.clip_seconds, warm) for level in levels]
-    out["stream"] = stream_rss(args.stream_minutes)
-    print(json.dumps(out, indent=2))  # noqa: T201 (a bench script's output)
+    real, real_s, static, static_s = clips(args.clips)
+    rows = []
+    for level in args.levels:
+        for mode in args.modes:
+            if "file" in args.paths:
+                active = cost(real, real_s, level, mode)
+                still = cost(static, static_s, level, mode)
+                still["static_over_active"] = round(float(still["cpu_s_per_media_s"]) / float(active["cpu_s_per_media_s"]), 3)  # type: ignore[arg-type]
+                rows += [active, still]
+            if "live" in args.paths:
+                active = live_cost(real, real_s, real_s, level, mode)
+                still = live_cost(static, static_s, args.static_minutes * 60, level, mode)
+                still["static_over_active"] = round(float(still["cpu_s_per_media_s"]) / float(active["cpu_s_per_media_s"]), 3)  # type: ignore[arg-type]
+                rows += [active, still]
+    print(json.dumps({"cost": rows}, indent=2))  # noqa: T201 (a bench script's output)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from lancedb.index import FTS, Bitmap, BTree, IvfPq
@@ -104,6 +105,13 @@ def table_index_state(table: Any) -> IndexState:
         unindexed = max(unindexed, int(getattr(idx, "num_unindexed_rows", 0) or 0))
     return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed, scalar=scalar,
                       vector_indexed=vector_indexed)
+
+
+#: table versions older than this are deleted by each compaction (the maintainer's and ``MemoryStore.optimize()``). Every write leaves a
+#: version, so without cleanup a stream's store grew by its write amplification (about 2 GB per
+#: camera-hour) and its versions without bound; a minute still lets a reader that opened an
+#: older version finish, and crash recovery needs only the latest (``ingest_log`` is written last).
+KEEP_VERSIONS_FOR = timedelta(minutes=1)
 
 
 SCALAR_INDEXES: tuple[tuple[str, type], ...] = (("id", BTree), ("user_id", Bitmap), ("camera_id", Bitmap))
@@ -246,7 +254,7 @@ class IndexMaintainer:
             # tables without indexes still gather one fragment per write: compact them on the same schedule
             stale = state.unindexed if search else (pending.since is not None and (force or overdue))
             if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
-                if not _committed(name, table.optimize, self.lock):
+                if not _committed(name, lambda: table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR), self.lock):
                     continue
                 self.optimizes += 1
                 pending.since = None

@@ -174,6 +174,9 @@ class ProceduralMemory:
         self.store = store
         self._seq_lock = threading.Lock()
         self._last_seq = 0
+        #: (rules table version, its rules): every segment asks for the rules twice, and reading the
+        #: version costs a hundredth of a scan; any writer, in any process, makes a new version
+        self._rules: tuple[int, list[Rule]] | None = None
 
     # ------------------------------------------------------------------ rules
 
@@ -206,8 +209,11 @@ class ProceduralMemory:
 
     def list_rules(self, camera: str | None = None, include_disabled: bool = True) -> list[Rule]:
         """Rules (oldest first), optionally only those in scope for ``camera``."""
-        rules = [_rule_from_row(r) for r in self.store.scan_rows("rules", "id LIKE 'rule_%'")]
-        rules = [r for r in rules if (include_disabled or r.enabled) and (camera is None or r.applies_to(camera))]
+        version = self.store.table_version("rules")
+        cached = self._rules
+        if cached is None or cached[0] != version:
+            cached = self._rules = (version, [_rule_from_row(r) for r in self.store.scan_rows("rules", "id LIKE 'rule_%'")])
+        rules = [r for r in cached[1] if (include_disabled or r.enabled) and (camera is None or r.applies_to(camera))]
         return sorted(rules, key=lambda r: (r.created_at, r.id))
 
     def active_rules(self, camera: str) -> list[Rule]:

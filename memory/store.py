@@ -24,6 +24,7 @@ Design:
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -38,7 +39,7 @@ import pyarrow as pa
 from .embedders import Embedder
 from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
 from .ids import IdAllocator
-from .indexing import IndexMaintainer, IndexPolicy, ensure_fts, vector_config
+from .indexing import KEEP_VERSIONS_FOR, IndexMaintainer, IndexPolicy, ensure_fts, vector_config
 from .migrations import MigrationContext, apply_migrations
 from .models import (
     ID_PREFIXES,
@@ -132,6 +133,18 @@ def optimize_quietly(table: lancedb.table.Table, name: str, attempts: int = 3, *
     return False
 
 
+def _dir_bytes(root: Path) -> int:
+    """Bytes of the files under ``root``; files removed while walking (a cleanup pass) are skipped."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
 class MemoryStore:
     """Long-term memory of one user over LanceDB. See the module docstring for the design."""
 
@@ -147,6 +160,11 @@ class MemoryStore:
         self._tables: dict[str, lancedb.table.Table] = {}
         self._writes_since_optimize = 0
         self._dirty: set[str] = set()
+        self._schemas: dict[str, pa.Schema] = {}
+        #: per source: the resume record this process wrote last (the owner of a store's captures
+        #: is its only writer of ingest_log), and the lowest segment index no earlier run can have rows for
+        self._states: dict[str, IngestState] = {}
+        self._fresh_from: dict[str, int] = {}
         self.auto_index = auto_index
         self.index_policy = index_policy or IndexPolicy()
         self._maintainer: IndexMaintainer | None = None
@@ -244,16 +262,29 @@ class MemoryStore:
         for name in sorted(self._dirty):
             if lock is not None:
                 with lock:
-                    optimize_quietly(self._table(name), name)
+                    optimize_quietly(self._table(name), name, cleanup_older_than=KEEP_VERSIONS_FOR)
             else:
-                optimize_quietly(self._table(name), name)
+                optimize_quietly(self._table(name), name, cleanup_older_than=KEEP_VERSIONS_FOR)
         self._dirty.clear()
         self._writes_since_optimize = 0
+
+    def storage_status(self) -> dict[str, Any]:
+        """Size on disk (MiB; ``None`` for object-store URIs) and live version count of every table."""
+        versions: dict[str, int] = {}
+        for name, table in sorted(self._tables.items()):
+            try:
+                versions[name] = len(table.list_versions())
+            except Exception:  # a table another process is compacting right now; report it next time
+                logger.debug("version count of %s unavailable", name, exc_info=True)
+        size = round(_dir_bytes(Path(self.uri).expanduser()) / 2**20, 1) if "://" not in self.uri else None
+        return {"size_mb": size, "versions": versions, "total_versions": sum(versions.values())}
 
     # ------------------------------------------------------------------ low-level writes
 
     def _rows(self, name: str, records: Sequence[dict[str, Any]]) -> pa.Table:
-        schema = self._table(name).schema
+        schema = self._schemas.get(name)
+        if schema is None:  # fixed once the store is open (migrations run in open()); fetching it costs a round trip
+            schema = self._schemas[name] = self._table(name).schema
         return pa.Table.from_pylist([{**r, "user_id": self.user_id} for r in records], schema=schema)
 
     def _upsert(self, name: str, records: Sequence[dict[str, Any]]) -> None:
@@ -262,6 +293,12 @@ class MemoryStore:
         table = self._table(name)
         (table.merge_insert(["user_id", "id"]).when_matched_update_all().when_not_matched_insert_all()
          .execute(self._rows(name, records)))
+        self._written(name)
+
+    def _append(self, name: str, records: Sequence[dict[str, Any]]) -> None:
+        if not records:
+            return
+        self._table(name).add(self._rows(name, records))
         self._written(name)
 
     def _written(self, name: str) -> None:
@@ -316,6 +353,10 @@ class MemoryStore:
             raise ValueError(f"table {name!r} is searchable; write it through its typed method")
         self._upsert(name, rows)
 
+    def table_version(self, name: str) -> int:
+        """The latest committed version of table ``name`` (changes with every write, from any process)."""
+        return int(self._table(name).version)
+
     def scan_rows(self, name: str, where: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """This user's rows of table ``name`` matching the SQL filter ``where`` (``user_id`` excluded)."""
         return [{k: v for k, v in r.items() if k != "user_id"} for r in self._scan(name, where, limit=limit)]
@@ -333,15 +374,30 @@ class MemoryStore:
     # ------------------------------------------------------------------ writes
 
     def write_segment(self, seg: SegmentWrite) -> None:
-        """Commit one segment idempotently; ``ingest_log`` is written last (the resume point)."""
+        """Commit one segment idempotently; ``ingest_log`` is written last (the resume point).
+
+        One commit per table the segment has rows for. Rows of an earlier run of the same segment
+        that this run no longer produces are deleted; a segment past anything an earlier run can
+        have written (the resume point + 1, the one that might have been in flight) skips that check.
+        """
+        previous = self._states.get(seg.source) or self.ingest_state(seg.source)
+        if seg.source not in self._fresh_from:
+            self._fresh_from[seg.source] = (previous.last_segment_index + 2) if previous is not None else 0
+        rewrite = seg.segment_index < self._fresh_from[seg.source]
+        # From here on this index may have rows (a failed write retried in this process is a rewrite).
+        self._fresh_from[seg.source] = max(self._fresh_from[seg.source], seg.segment_index + 1)
         texts = [trace_text(seg.trace)] + [o.text for o in seg.observations] + [entity_text(e) for e in seg.entities]
         vectors = self._embed(texts)
         n_obs = len(seg.observations)
         trace_row = {**seg.trace.model_dump(), "text": texts[0], "vector": vectors[0]}
         obs_rows = [{**o.model_dump(), "vector": vectors[1 + i]} for i, o in enumerate(seg.observations)]
-        self._upsert("traces", [trace_row])
-        self._upsert("observations", obs_rows)
-        self._delete_stale("observations", seg, [o.id for o in seg.observations])
+        # A fresh segment's rows cannot exist yet: appending costs the same at any table size, where
+        # an upsert joins against every stored id (the cost of a segment grew with the stream).
+        put = self._upsert if rewrite else self._append
+        put("traces", [trace_row])
+        put("observations", obs_rows)
+        if rewrite:
+            self._delete_stale("observations", seg, [o.id for o in seg.observations])
         # Sightings are counted from the observations just written, not carried forward by the
         # caller, so re-running a segment after a crash can never count it twice.
         ent_rows = [{**e.model_dump(), "sightings": self._sightings(e.id), "text": texts[1 + n_obs + i],
@@ -352,10 +408,10 @@ class MemoryStore:
         self._upsert("gallery_voice", [f.model_dump() for f in seg.gallery_voices])
         self._upsert("gallery_object", [f.model_dump() for f in seg.gallery_objects])
         self._upsert("identity_decisions", [d.model_dump() for d in seg.decisions])
-        self._upsert("keyframes", [k.model_dump() for k in seg.keyframes])
-        self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
+        put("keyframes", [k.model_dump() for k in seg.keyframes])
+        if rewrite:
+            self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])
 
-        previous = self.ingest_state(seg.source)
         last = seg.segment_index
         done = False
         if previous is not None and previous.last_segment_index > last:
@@ -384,6 +440,7 @@ class MemoryStore:
             self._written(name)
 
     def _write_state(self, state: IngestState) -> None:
+        self._states[state.source] = state
         self._upsert("ingest_log", [{**state.model_dump(), "id": stable_id("ing_", self.user_id, state.source)}])
 
     def upsert_entity(self, entity: Entity) -> None:
@@ -490,6 +547,8 @@ class MemoryStore:
 
         Entities, their gallery slots, chapters and facts are kept: they outlive one file.
         """
+        self._states.pop(source, None)
+        self._fresh_from.pop(source, None)
         where = f"user_id = {sql_literal(self.user_id)} AND source = {sql_literal(source)}"
         for name in ("traces", "observations", "keyframes", "ingest_log"):
             table = self._table(name)

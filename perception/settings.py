@@ -186,7 +186,7 @@ class PerceptionConfig(Strict):
         8, ge=0, le=32, description="sampled frames per segment, besides key frames, searched for faces (identity "
         "evidence only)")
     jpeg_max_side: int = Field(640, ge=64, le=4096, description="longest side of a stored key frame")
-    jpeg_quality: int = Field(85, ge=10, le=100, description="JPEG quality of stored key frames")
+    jpeg_quality: int = Field(75, ge=10, le=100, description="JPEG quality of stored key frames (75: ~18 KB at 640 px)")
     faces: FacesConfig = Field(default_factory=YuNetFacesConfig)
     objects: ObjectsConfig = Field(default_factory=COCOObjectsConfig)
     object_entities: ObjectEntitiesConfig = Field(default_factory=ObjectEntitiesConfig)

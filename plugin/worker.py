@@ -33,7 +33,7 @@ from typing import Any
 
 from perception.drivers.analyzer import Pipeline
 from perception.drivers.ingest import ingest_file, ingest_live, live_start_point
-from perception.media.gateway import Gateway, Mode
+from perception.media.gateway import KEYFRAMES_AFTER_S, Gateway, Mode
 from perception.media.sources import (
     PhoneSource,
     Source,
@@ -122,7 +122,8 @@ class _Runner:
                                    t_base=t_base if self.source.live else 0.0, on_event=self._event,
                                    stall_s=float(self.source.options.get("stall_s", 15.0)),
                                    backoff_s=float(self.source.options.get("backoff_s", 0.5)),
-                                   backoff_max_s=float(self.source.options.get("backoff_max_s", 30.0)))
+                                   backoff_max_s=float(self.source.options.get("backoff_max_s", 30.0)),
+                                   keyframes_after_s=KEYFRAMES_AFTER_S if self.source.live else None)
             self.gateway.start()
             try:
                 self.written = ingest_live(self.gateway, w.pipeline, self.camera_id, first_index=first_index,

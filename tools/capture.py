@@ -46,6 +46,8 @@ class CaptureList(BaseModel):
     perception: dict[str, Any] = Field(
         default_factory=dict, description="segment gate counts (analysed, skipped, light, full, reasons) and VLM "
         "tokens (per stage, and per analysed segment)")
+    store: dict[str, Any] = Field(
+        default_factory=dict, description="memory store size on disk (size_mb) and live versions per table")
 
 
 def _perception_status(ctx: Context[Any]) -> dict[str, Any]:
@@ -117,17 +119,21 @@ def register(server: MCPServer[Any]) -> None:
         ctx: Context[Any],
         camera_id: Annotated[str | None, Field(description="only this camera (default: all)")] = None,
     ) -> Annotated[CallToolResult, CaptureList]:
-        """List captures with their state and counters (frames per second, lag, dropped frames, reconnects, errors)."""
+        """List captures with their state and counters (frames per second, lag, dropped frames, reconnects, errors),
+        and the memory store's size on disk and table versions."""
         with tool_errors("capture_status"):
             infos = _worker(ctx).status(camera_id)
+            store = ctx.request_context.lifespan_context.store.storage_status()
         result = CaptureList(captures=[CaptureState(**asdict(i)) for i in infos],
-                             perception=_perception_status(ctx))
+                             perception=_perception_status(ctx), store=store)
         text = "\n".join(_line(c) for c in result.captures) or "no captures; start one with capture_start"
         gate = result.perception.get("scheduler", {})
         if gate:
             text += (f"\nsegments: {gate.get('analysed', 0)} analysed ({gate.get('full', 0)} full, "
                      f"{gate.get('light', 0)} light), {gate.get('skipped', 0)} skipped; "
                      f"VLM tokens per analysed segment: {result.perception.get('vlm_tokens_per_segment', 0)}")
+        if store.get("size_mb") is not None:
+            text += f"\nstore: {store['size_mb']} MB on disk, {store.get('total_versions', 0)} table versions"
         return structured(result, text)
 
     def capture_snapshot(

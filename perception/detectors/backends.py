@@ -1,6 +1,10 @@
 """Model files and lazy, verified loading of the optional perception backends.
 
-Every model file is checked by sha256 before it is used. A file that is missing (an optional
+Every model file is checked by sha256 before it is used. Every ONNX Runtime session is built from
+:func:`ort_options`: intra-op threads sized to the CPUs this process may use (at most 4; analysis
+of one engine runs one segment at a time under its identity lock, so a call may use every core),
+one inter-op thread and no spin-waiting, so idle pool threads do not burn CPU between the many
+small calls of a stream. Sessions are cached per process and shared by every source. A file that is missing (an optional
 extra not installed) or altered disables its capability with one clear log line, instead of
 failing ingestion. Loaded models are cached per process (:func:`functools.lru_cache`), so many
 ingestions share one copy; nothing is loaded at import time.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,11 +35,35 @@ from typing import Any
 
 from perception.settings import PerceptionConfig
 
-__all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "object_detector", "package_file", "verified"]
+__all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "object_detector", "ort_options",
+           "ort_threads", "package_file", "verified"]
 
 logger = logging.getLogger(__name__)
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+
+
+def ort_threads() -> int:
+    """Intra-op threads for one model call: the CPUs this process may run on, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def ort_options(threads: int | None = None) -> Any:
+    """ONNX Runtime session options: ``threads`` (default :func:`ort_threads`) intra-op, no spinning."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads or ort_threads()
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return opts
 
 
 @lru_cache(maxsize=64)

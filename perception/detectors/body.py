@@ -20,7 +20,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from perception.detectors.backends import verified
+from perception.detectors.backends import ort_options, verified
 
 __all__ = ["BodyDescriptor", "ColourTextureDescriptor", "OnnxBodyDescriptor", "body_quality"]
 
@@ -104,7 +104,7 @@ class OnnxBodyDescriptor:
             if path is not None:
                 import onnxruntime as ort
 
-                self._session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+                self._session = ort.InferenceSession(str(path), ort_options(), providers=["CPUExecutionProvider"])
         crop = _crop(image_bgr, box) if box[3] >= MIN_BODY_PX else None
         if self._session is None or crop is None:
             return None

@@ -6,7 +6,15 @@ line and disables faces instead of failing ingestion.
 
 OpenCV 5 note: ``FaceRecognizerSF.feature()`` fails on the int8 SFace model, so the embedder
 uses ``FaceRecognizerSF.alignCrop`` for the 5-point alignment and runs the network through
-``cv2.dnn`` with its input named ``"data"`` (same vector as onnxruntime).
+``cv2.dnn`` with its input named ``"data"``. onnxruntime cannot load this block-quantised file
+(its dequantised weights are declared as graph inputs), so ``cv2.dnn`` stays; :meth:`FaceEmbedder.embed_many`
+runs all faces of a segment as one batch (vectors equal to one-by-one calls within 1e-6).
+
+Detection can look at a downscaled copy first (``detect(image, coarse_side=320)``): YuNet costs
+about a quarter as much at 320 px as at 640 px and still finds every face the resolver may use
+(≥ 40 px at 640 px, 20 px at 320 px), so a frame without such a face costs only the coarse pass.
+A frame with one is detected again at full size, because identity needs the landmarks' full
+precision (aligning on coarse landmarks lowered SFace similarity enough to lose a match).
 """
 
 from __future__ import annotations
@@ -108,12 +116,24 @@ class FaceDetector:
         if path is not None:
             self._net = cv2.FaceDetectorYN.create(str(path), "", (320, 320), self.score_threshold, 0.3, 5000)
 
-    def detect(self, image_bgr: np.ndarray) -> list[FaceDetection]:
-        """Return the faces in a BGR image, best score first (empty when faces are disabled)."""
+    def detect(self, image_bgr: np.ndarray, coarse_side: int | None = None) -> list[FaceDetection]:
+        """Return the faces in a BGR image, best score first (empty when faces are disabled).
+
+        With ``coarse_side``, a copy downscaled to that long side is searched first and the image
+        itself only when the copy shows a face (faces under about ``2 × 640 / coarse_side`` px the
+        coarse pass may miss are then not reported).
+        """
         self._load()
         if self._net is None:
             return []
         h, w = image_bgr.shape[:2]
+        if coarse_side is not None and max(h, w) > coarse_side:
+            scale = coarse_side / max(h, w)
+            small = cv2.resize(image_bgr, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
+            self._net.setInputSize((small.shape[1], small.shape[0]))
+            _, coarse = self._net.detect(small)
+            if coarse is None or not (coarse[:, 14] >= self.score_threshold).any():
+                return []
         self._net.setInputSize((w, h))
         _, rows = self._net.detect(image_bgr)
         if rows is None:
@@ -166,16 +186,26 @@ class FaceEmbedder:
 
     def embed(self, image_bgr: np.ndarray, face: FaceDetection) -> np.ndarray | None:
         """Return the face's 128-d unit vector (float32), or ``None`` when faces are disabled."""
+        return self.embed_many([(image_bgr, face)])[0]
+
+    def embed_many(self, faces: list[tuple[np.ndarray, FaceDetection]]) -> list[np.ndarray | None]:
+        """Embed many faces (each with the image it was found in) in one network call.
+
+        Returns one 128-d unit vector per face, in order (``None`` each when faces are disabled).
+        """
         self._load()
         if self._net is None or self._aligner is None:
-            return None
-        aligned = self._aligner.alignCrop(image_bgr, face.row)
+            return [None] * len(faces)
+        if not faces:
+            return []
+        aligned = [self._aligner.alignCrop(image, face.row) for image, face in faces]
         # Same preprocessing as FaceRecognizerSF.feature(): RGB order, no scaling or mean.
-        blob = cv2.dnn.blobFromImage(aligned, 1.0, (112, 112), (0, 0, 0), swapRB=True, crop=False)
+        blob = cv2.dnn.blobFromImages(aligned, 1.0, (112, 112), (0, 0, 0), swapRB=True, crop=False)
         self._net.setInput(blob, "data")
-        vec = np.asarray(self._net.forward(), dtype=np.float32).ravel()
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm > 0 else vec
+        vecs = np.asarray(self._net.forward(), dtype=np.float32).reshape(len(faces), -1)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = np.where(norms > 0, vecs / np.where(norms > 0, norms, 1.0), vecs)
+        return list(vecs)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -23,7 +23,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from perception.detectors.backends import MODELS_DIR, verified
+from perception.detectors.backends import MODELS_DIR, ort_options, verified
 
 __all__ = ["ObjectDetection", "ObjectDetector", "SSDObjectDetector", "YoloObjectDetector", "ssd_anchors"]
 
@@ -105,10 +105,7 @@ class _OnnxModel:
                 if path is not None:
                     import onnxruntime as ort
 
-                    opts = ort.SessionOptions()
-                    opts.intra_op_num_threads = 2
-                    opts.log_severity_level = 3
-                    self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+                    self._session = ort.InferenceSession(str(path), ort_options(), providers=["CPUExecutionProvider"])
             return self._session
 
 

@@ -6,10 +6,12 @@ the models, the scheduler, the VLM stage, the rule hooks and the post-commit hoo
 ``plugin.engine.Engine`` builds one; drivers and the worker only read it.
 
 :class:`SegmentAnalyzer` turns one :class:`~perception.segmenting.segment.Segment` into one
-:class:`~memory.models.SegmentWrite`: key frames → faces, objects, person bodies and text on each
-key frame, speech over the segment's audio → resolver (the only identity writer) → local
-describer or VLM. It holds the per-source state (camera, wall clock, pending identity evidence)
-and knows nothing of where frames come from, so the file and live drivers share it unchanged.
+:class:`~memory.models.SegmentWrite`: key frames → faces, objects and person bodies on each key
+frame, text on the one most likely to hold it, speech over the segment's audio (or the driver's
+per-turn transcript) → resolver (the only identity writer) → local describer or VLM. A static,
+silent segment (the scheduler's ``skip``) carries the last analysis forward instead. It holds the
+per-source state (camera, wall clock, pending identity evidence, the carried analysis) and knows
+nothing of where frames come from, so the file and live drivers share it unchanged.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -42,10 +44,11 @@ from perception.drivers.speech_objects import (
     said_by,
     speech_text,
 )
-from perception.identity.resolver import FaceInput, Resolver
+from perception.detectors.ocr import text_lines_likely
+from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities
 from perception.identity.service import IdentityService
 from perception.segmenting.keyframes import encode_jpeg, select_keyframes
-from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
+from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, frame_changed, segment_motion
 from perception.segmenting.segment import Segment
 from perception.settings import PerceptionConfig
 
@@ -164,6 +167,10 @@ class SegmentAnalyzer:
     last_objects: list[str] = field(default_factory=list)
     #: live_latency: the deferred VLM enrichment of the segment just analysed
     _enrichment: Callable[[SegmentWrite], SegmentWrite | None] | None = None
+    #: the last analysed segment's findings, carried onto the static, silent segments after it
+    _carry: _Carried | None = None
+    #: the frame OCR read last and its lines
+    _ocr_last: tuple[np.ndarray, list[str]] | None = None
 
     def __post_init__(self) -> None:
         p = self.pipeline
@@ -225,25 +232,79 @@ def _entity(run: SegmentAnalyzer, entity_id: str) -> Entity | None:
 
 
 def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: str) -> tuple[
-        list[FaceInput], list[ObjectDetection], list[str]]:
-    """Faces (with body evidence), objects and text lines of one key frame."""
+        list[FaceInput], list[ObjectDetection]]:
+    """Faces (embedded later, in one batch per segment) and objects of one key frame."""
     models = run.perceivers or Perceivers()
     objects: list[ObjectDetection] = models.objects.detect(image) if models.objects is not None else []
-    people = [o for o in objects if o.label == "person"]
     faces: list[FaceInput] = []
     if run.detector is not None and run.embedder is not None:
-        for det in run.detector.detect(image):
-            # Only faces the resolver may use are embedded; the rest are still counted.
-            vec = run.embedder.embed(image, det) if run.resolver.identifiable(det) else None
-            body, body_q = None, 0.0
-            box = _person_box(det.box, people)
-            if vec is not None and box is not None and models.body is not None:
-                body = models.body.describe(image, box.box)
-                body_q = body_quality(box.box, box.score)
-            faces.append(FaceInput(det, vec, t, kf_id, body=body, body_quality=body_q,
-                                   sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
-    lines = [line.text for line in models.ocr.read(image)] if models.ocr is not None else []
-    return faces, objects, lines
+        faces = [FaceInput(det, None, t, kf_id, sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2])
+                 for det in run.detector.detect(image)]
+    return faces, objects
+
+
+def _embed(run: SegmentAnalyzer, faces: list[FaceInput], images: list[np.ndarray]) -> list[FaceInput]:
+    """Embed the faces the resolver may use in one network call (the rest keep no embedding)."""
+    todo = [i for i, f in enumerate(faces) if run.resolver.identifiable(f.detection)]
+    if run.embedder is None or not todo:
+        return faces
+    vecs = run.embedder.embed_many([(images[i], faces[i].detection) for i in todo])
+    out = list(faces)
+    for i, vec in zip(todo, vecs):
+        out[i] = replace(faces[i], embedding=vec)
+    return out
+
+
+def _add_bodies(run: SegmentAnalyzer, faces: list[FaceInput], image: np.ndarray,
+                objects: list[ObjectDetection]) -> list[FaceInput]:
+    """Body evidence (the person box around each embedded face) for the faces of one key frame."""
+    models = run.perceivers or Perceivers()
+    people = [o for o in objects if o.label == "person"]
+    if models.body is None or not people:
+        return faces
+    out = []
+    for face in faces:
+        box = _person_box(face.detection.box, people) if face.embedding is not None else None
+        if box is not None:
+            face = replace(face, body=models.body.describe(image, box.box), body_quality=body_quality(box.box, box.score))
+        out.append(face)
+    return out
+
+
+def _read_text(run: SegmentAnalyzer, images: list[np.ndarray]) -> list[str]:
+    """OCR on the one key frame most likely to hold text; a near-copy of the frame read last reuses its lines."""
+    models = run.perceivers or Perceivers()
+    if models.ocr is None or not images:
+        return []
+    likely = [text_lines_likely(image) for image in images]
+    best = int(np.argmax(likely))
+    if likely[best] == 0:
+        return []
+    image = images[best]
+    if run._ocr_last is not None and not frame_changed(run._ocr_last[0], image, OCR_SAME_FRAME):
+        return list(run._ocr_last[1])
+    lines = list(dict.fromkeys(line.text for line in models.ocr.read(image)))
+    run._ocr_last = (image, lines)
+    return lines
+
+
+#: mean grey difference under which a frame counts as a copy of one already analysed (OCR, identity frames)
+OCR_SAME_FRAME = 0.01
+#: a key-frame face this far above the match threshold (and clear of the runner-up) needs no extra frames
+CONFIDENT_MARGIN = 0.15
+#: identity frames are searched for faces at this long side first (faces the resolver may use are ≥ 40 px at 640)
+IDENTITY_DETECT_SIDE = 320
+
+
+@dataclass(frozen=True)
+class _Carried:
+    """The analysis of the last analysed segment, carried onto static, silent segments after it."""
+
+    frames: list[list[tuple[FaceInput, str | None]]]
+    labels: dict[str, int]
+    text_lines: list[str]
+    similarity: dict[str, float]
+    full: bool
 
 
 #: a gap in media time longer than this starts a new event (the scheduler always analyses its first segment)
@@ -269,22 +330,71 @@ def _gate(run: SegmentAnalyzer, segment: Segment) -> str:
     return run.scheduler.decide(signals).action
 
 
-def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: set[int]) -> list[FaceInput]:
-    """Faces on up to ``identity_frames`` evenly spaced non-key frames (no key-frame id, no body)."""
+def _carry_onto(run: SegmentAnalyzer, carry: _Carried, n_keyframes: int) -> tuple[
+        SegmentIdentities, list[FaceInput], list[tuple[int, int]]]:
+    """The carried faces laid onto ``n_keyframes`` new key frames; entities forgotten since are dropped.
+
+    No resolver call: carrying forward is no new identity evidence, so it writes no gallery slot
+    and no decision.
+    """
+    faces: list[FaceInput] = []
+    assignments: list[str | None] = []
+    per_frame: list[tuple[int, int]] = []
+    for k in range(n_keyframes):
+        start = len(faces)
+        for face, entity_id in carry.frames[min(k, len(carry.frames) - 1)] if carry.frames else []:
+            faces.append(face)
+            assignments.append(entity_id if entity_id is not None and run.identity.entity(entity_id) is not None
+                               else None)
+        per_frame.append((start, len(faces)))
+    kept = {e for e in assignments if e is not None}
+    return (SegmentIdentities(assignments=assignments, similarity={k: v for k, v in carry.similarity.items() if k in kept}),
+            faces, per_frame)
+
+
+def _confident(run: SegmentAnalyzer, faces: list[FaceInput]) -> bool:
+    """Every embedded key-frame face already matches a known entity clearly (extra frames add nothing)."""
+    embedded = [f.embedding for f in faces if f.embedding is not None]
+    if not embedded:
+        return False
+    for vec in embedded:
+        cands = run.resolver.faces.candidates(vec, top=2)
+        if not cands or cands[0].score < run.resolver.match_threshold + CONFIDENT_MARGIN:
+            return False
+        if len(cands) > 1 and cands[0].score - cands[1].score < run.resolver.margin:
+            return False
+    return True
+
+
+def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: list[np.ndarray],
+                    key_faces: list[FaceInput]) -> list[FaceInput]:
+    """Faces on up to ``identity_frames`` evenly spaced non-key frames (no key-frame id, no body).
+
+    None when the key-frame faces already match confidently; a frame that barely differs from the
+    last one looked at is passed over. Detection looks at :data:`IDENTITY_DETECT_SIDE` first, and every
+    face is embedded in one batch.
+    """
     n = run.settings.identity_frames
-    if n == 0 or run.detector is None or run.embedder is None:
+    if n == 0 or run.detector is None or run.embedder is None or _confident(run, key_faces):
         return []
-    others = [f for f in segment.frames if id(f) not in key_frames]
+    ids = {id(image) for image in key_frames}
+    others = [f for f in segment.frames if id(f.image_bgr) not in ids]
     if len(others) > n:
         others = [others[round(i * (len(others) - 1) / max(n - 1, 1))] for i in range(n)]
     faces: list[FaceInput] = []
+    images: list[np.ndarray] = []
+    last = key_frames[0] if key_frames else None
     for frame in others:
         image = frame.image_bgr
-        for det in run.detector.detect(image):
+        if last is not None and not frame_changed(last, image, OCR_SAME_FRAME):
+            continue
+        last = image
+        for det in run.detector.detect(image, coarse_side=IDENTITY_DETECT_SIDE):
             if run.resolver.identifiable(det):
-                faces.append(FaceInput(det, run.embedder.embed(image, det), frame.t, None,
-                                       sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2]))
-    return faces
+                faces.append(FaceInput(det, None, frame.t, None, sharpness=_face_sharpness(image, det.box),
+                                       frame_shape=image.shape[:2]))
+                images.append(image)
+    return _embed(run, faces, images)
 
 
 def _person_box(face_box: tuple[int, int, int, int], people: list[ObjectDetection]) -> ObjectDetection | None:
@@ -308,6 +418,8 @@ def _transcribe(run: SegmentAnalyzer, segment: Segment) -> Transcript:
     audio = getattr(segment, "audio", None)
     if models.asr is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
         return Transcript()
+    if segment.transcript is not None:  # the driver transcribes whole speech turns (files)
+        return segment.transcript()
     return models.asr.transcribe(audio).shifted(segment.t_start)
 
 
@@ -315,30 +427,46 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     """Run every perceiver, the resolver and the describer on one segment; build its write."""
     s, src, idx = run.settings, run.source, segment.index
     wall = run.wall_clock(segment.t_start)
-    picks = select_keyframes(segment.frames, s.keyframes_per_segment, s.keyframe_min_gap_s)
-    kf_ids = [stable_id("kf_", src, idx, pos) for pos in range(len(picks))]
-
     action = _gate(run, segment)
+    carry = run._carry if action == "skip" else None
+    # A carried segment's key frames are only for the record: choose among a few frames, not all.
+    frames = segment.frames if carry is None else segment.frames[::max(1, len(segment.frames) // 4)]
+    picks = select_keyframes(frames, s.keyframes_per_segment, s.keyframe_min_gap_s)
+    kf_ids = [stable_id("kf_", src, idx, pos) for pos in range(len(picks))]
+    images = [p.frame.image_bgr for p in picks]
+
     deep = action == "full"  # detectors, re-ID and speech; "light" still gets the (VLM) describer
     faces: list[FaceInput] = []
     per_frame: list[tuple[int, int]] = []  # (start, end) into faces for each key frame
     labels: dict[str, int] = {}  # object label → most seen on one key frame
     text_lines: list[str] = []
+    transcript = Transcript()
     frame_objects: list[tuple[np.ndarray, float, str, list[ObjectDetection]]] = []
-    for pick, kf_id in zip(picks, kf_ids):
-        found, objects, lines = _perceive_frame(run, pick.frame.image_bgr, pick.frame.t, kf_id) if deep else ([], [], [])
-        frame_objects.append((pick.frame.image_bgr, pick.frame.t, kf_id, objects))
-        per_frame.append((len(faces), len(faces) + len(found)))
-        faces.extend(found)
-        for label in dict.fromkeys(o.label for o in objects):
-            labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
-        text_lines.extend(line for line in lines if line not in text_lines)
-    transcript = _transcribe(run, segment) if deep else Transcript()
-    extra = _identity_faces(run, segment, {id(p.frame) for p in picks}) if deep else []
-    ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
+    extra: list[FaceInput] = []
+    if carry is not None:  # static and silent: what the last analysis saw is still there
+        ids, faces, per_frame = _carry_onto(run, carry, len(picks))
+        labels, text_lines = dict(carry.labels), list(carry.text_lines)
+    else:
+        if deep:
+            found = [_perceive_frame(run, image, p.frame.t, kf_id) for image, p, kf_id in zip(images, picks, kf_ids)]
+            flat = [f for fs, _ in found for f in fs]
+            flat = _embed(run, flat, [image for image, (fs, _) in zip(images, found) for _ in fs])
+            for image, p, kf_id, (fs, objects) in zip(images, picks, kf_ids, found):
+                frame_objects.append((image, p.frame.t, kf_id, objects))
+                start = len(faces)
+                faces.extend(_add_bodies(run, flat[start:start + len(fs)], image, objects))
+                per_frame.append((start, len(faces)))
+                for label in dict.fromkeys(o.label for o in objects):
+                    labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
+            text_lines = _read_text(run, images)
+            transcript = _transcribe(run, segment)
+        else:
+            per_frame = [(0, 0)] * len(picks)
+        extra = _identity_faces(run, segment, images, faces) if deep else []
+        ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
     objs = resolve_objects(run, frame_objects, src, idx, wall)
     speech = None
-    if deep:
+    if deep and carry is None:
         on_screen = ids.entity_ids
         talking = mouth_motion({f.t: f.image_bgr for f in segment.frames}, faces + extra, ids.assignments) \
             if len(on_screen) > 1 else None
@@ -369,6 +497,11 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         run.identity.remember(entity)
         run.seen.add(entity.id)
     assigned = [canonical.get(e, e) if e is not None else None for e in ids.assignments]
+    models = run.perceivers or Perceivers()
+    full = carry.full if carry is not None else deep and (run.detector is not None or models.objects is not None)
+    if carry is None:
+        run._carry = _Carried(frames=[[(faces[i], assigned[i]) for i in range(b, e)] for b, e in per_frame],
+                              labels=labels, text_lines=text_lines, similarity=dict(ids.similarity), full=full)
 
     analysed = [
         FrameFaces(t=pick.frame.t, width=pick.frame.image_bgr.shape[1], height=pick.frame.image_bgr.shape[0],
@@ -437,8 +570,6 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                     confidence=round(_confidence(similarity, canonical, eid), 4))
         for eid in entity_ids if eid in texts
     ]
-    models = run.perceivers or Perceivers()
-    full = deep and (run.detector is not None or models.objects is not None)
     trace = Trace(id=stable_id("trc_", src, idx), camera_id=run.camera_id, source=src, segment_index=idx,
                   t_start=segment.t_start, t_end=segment.t_end, wall_start=wall, summary=text.summary,
                   entity_ids=entity_ids, objects=list(labels), ocr_text=" | ".join(text_lines),

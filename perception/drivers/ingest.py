@@ -36,6 +36,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -44,6 +45,7 @@ from memory.models import SegmentWrite
 from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.media.audio import AudioBuffer, AudioTrack, SileroVAD, speech_intervals_of
 from perception.media.damage import read_damage, readable_end
+from perception.detectors.asr import TurnTranscripts
 from perception.errors import MediaError
 from perception.media.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
 from perception.media.gateway import AudioChunk, Gateway
@@ -169,6 +171,11 @@ def ingest_file(
     def speaking(t: float) -> bool:
         return _overlaps(intervals, t - 1e-6, t + 1e-6)
 
+    asr = pipeline.models.perceivers().asr if (audio is not None and intervals) else None
+    # A turn is decoded on its own (a seek and a few seconds of audio), so it is the same samples
+    # however the run was resumed; the forward track only ever serves the segments.
+    turns = TurnTranscripts(asr, intervals, partial(decode_audio, p)) if asr is not None else None
+
     try:
         for segment in segmenter.segments(frames, end_t=lambda: readable_end(gateway, end_t),
                                           start_t=start_s if start_s > 0 else None,
@@ -179,6 +186,8 @@ def ingest_file(
             if audio is not None:
                 segment.audio = audio.slice(segment.t_start, segment.t_end)
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
+                if turns is not None:
+                    segment.transcript = partial(turns.span, segment.t_start, segment.t_end)
             write = run.commit(segment)
             if on_segment is not None:
                 on_segment(write)

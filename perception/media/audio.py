@@ -166,6 +166,11 @@ def decode_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = N
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
 
 
+#: peak amplitude under which a 32 ms window is digital silence (−80 dBFS): speech probability 0,
+#: no model call (a muted camera's audio costs nothing), and the recurrent state starts afresh after it
+DIGITAL_SILENCE = 1e-4
+
+
 class SileroVAD:
     """Silero VAD v6 over 16 kHz audio; stateful across :meth:`probabilities` calls until :meth:`reset`.
 
@@ -185,6 +190,7 @@ class SileroVAD:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
         self.threshold = threshold
         self._lock = threading.Lock()
@@ -207,6 +213,11 @@ class SileroVAD:
             sr = np.array(SAMPLE_RATE, np.int64)
             for i in range(n):
                 window = data[i * _WINDOW:(i + 1) * _WINDOW]
+                if float(np.abs(window).max()) < DIGITAL_SILENCE:  # no model call for a muted stretch
+                    self._state = np.zeros_like(self._state)
+                    self._context = window[-_CONTEXT:]
+                    probs[i] = 0.0
+                    continue
                 x = np.concatenate([self._context, window])[None, :]
                 out, self._state = self._session.run(None, {"input": x, "state": self._state, "sr": sr})
                 self._context = window[-_CONTEXT:]

@@ -15,6 +15,11 @@ bounded queue:
 * **Watchdog:** network reads carry FFmpeg/PyAV timeouts (a silent server raises instead of
   hanging), and a stream that delivers packets but no video frame for ``stall_s`` is restarted.
 * **Counters** (:class:`SourceStats`): fps in/out, lag, dropped, reconnects, last error.
+* **Idle decoding:** with ``keyframes_after_s``, once the sampled frames have not changed and the
+  audio has been silent for that long, the source decodes key frames only (a static camera costs
+  a fraction of full decoding); the first key frame that differs, or any sound, restores full
+  decoding from the next key frame on. Live captures use it; files do not (a resumed file must
+  see exactly the frames of an uninterrupted run).
 
 Live media time is seconds since ``t_base`` on this gateway's clock: the first item of each
 connection is placed at its arrival time and later items follow the stream's own timestamps, so
@@ -33,18 +38,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+import cv2
 import numpy as np
 
 from perception.media.sources import AudioIn, Source, SourceError, redact_uri
 from perception.media.video import ANALYSIS_MAX_SIDE, Frame, resize_long_side
 
-__all__ = ["AudioChunk", "Gateway", "Mode", "SourceStats"]
+__all__ = ["KEYFRAMES_AFTER_S", "AudioChunk", "Gateway", "Mode", "SourceStats"]
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["offline_quality", "live_latency"]
 EventCallback = Callable[[str, str], None]
 _EPS = 1e-6
+#: mean grey difference (0–1, on a 64×36 thumbnail) above which a frame counts as changed
+STILL_DIFF = 0.02
+#: audio RMS at or above which a stream is not silent (the scheduler's threshold)
+SILENCE_RMS = 0.01
+#: live captures decode key frames only after this long still and silent
+KEYFRAMES_AFTER_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -112,7 +124,7 @@ class Gateway:
     def __init__(self, source: Source, sample_fps: float = 4.0, *, mode: Mode = "offline_quality",
                  queue_size: int = 64, start_s: float = 0.0, t_base: float = 0.0, stall_s: float = 15.0,
                  backoff_s: float = 0.5, backoff_max_s: float = 30.0, max_side: int = ANALYSIS_MAX_SIDE,
-                 on_event: EventCallback | None = None) -> None:
+                 on_event: EventCallback | None = None, keyframes_after_s: float | None = None) -> None:
         if sample_fps <= 0:
             raise ValueError(f"sample_fps must be > 0, got {sample_fps}")
         self.source = source
@@ -135,6 +147,9 @@ class Gateway:
         self._mono0 = time.monotonic()
         self._offline = False
         self._last_t = -math.inf
+        self.keyframes_after_s = keyframes_after_s
+        self._still_ref: np.ndarray | None = None  # thumbnail of the last frame that changed
+        self._still_since: float | None = None  # media time of the last change or sound
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -282,6 +297,7 @@ class Gateway:
                     if now - last_video > self.stall_s:
                         raise SourceError(f"stream {self.source.key!r} stalled: audio but no video for "
                                           f"{self.stall_s:.0f}s", self.source.key)
+                    self._idle_audio(t, item.pcm)
                     self._put(AudioChunk(t, item.pcm), audio=True)
                     continue
                 video += 1
@@ -299,6 +315,7 @@ class Gateway:
                 slot = math.floor(t * self.sample_fps + _EPS)
                 next_slot = slot + 1
                 frame = Frame(index=slot, t=float(t), image_bgr=resize_long_side(item.to_bgr(), self.max_side))
+                self._idle_video(frame)
                 self.latest = frame
                 self.stats.last_frame_t = frame.t
                 self._put(frame, audio=False)
@@ -308,6 +325,30 @@ class Gateway:
         if live and video:
             raise _Ended(f"stream {self.source.key!r} ended after {video} frames", self.source.key)
         return video
+
+    def _idle_video(self, frame: Frame) -> None:
+        """Track how long the picture has been still; switch key-frame-only decoding on or off."""
+        if self.keyframes_after_s is None:
+            return
+        thumb = cv2.cvtColor(cv2.resize(frame.image_bgr, (64, 36), interpolation=cv2.INTER_AREA),
+                             cv2.COLOR_BGR2GRAY).astype(np.float32) / 255.0
+        if self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF:
+            self._still_ref, self._still_since = thumb, frame.t
+            if self.source.keyframes_only:
+                logger.info("%s: the picture changed; decoding every frame again", self.source.key)
+            self.source.keyframes_only = False
+        elif self._still_since is not None and frame.t - self._still_since >= self.keyframes_after_s:
+            if not self.source.keyframes_only:
+                logger.info("%s: still and silent for %.0f s; decoding key frames only", self.source.key,
+                            frame.t - self._still_since)
+            self.source.keyframes_only = True
+
+    def _idle_audio(self, t: float, pcm: np.ndarray) -> None:
+        if self.keyframes_after_s is None or pcm.size == 0:
+            return
+        if float(np.sqrt(np.mean(np.square(pcm, dtype=np.float64)))) >= SILENCE_RMS:
+            self._still_since = t
+            self.source.keyframes_only = False
 
     def _online(self) -> None:
         was_offline = self._offline

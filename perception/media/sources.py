@@ -108,6 +108,8 @@ class Source:
     bad_packets: int = field(default=0, compare=False)
     #: a file whose reading broke off before its end (a truncated download or recording)
     truncated: bool = field(default=False, compare=False)
+    #: decode only key frames (set by the gateway during a long static, silent stretch)
+    keyframes_only: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -196,6 +198,9 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
     streams = [vs] if audio is None else [vs, audio]
     decoded = 0
     bad_run = 0
+    # After a key-frame-only stretch, inter frames refer to frames never decoded: full decoding
+    # resumes at the next key frame.
+    skipping = False
     packets = container.demux(streams)
     while not stop.is_set():
         try:
@@ -209,6 +214,10 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
                            type(exc).__name__)
             source.truncated = True
             break
+        if packet.stream is vs:
+            skipping = (source.keyframes_only or skipping) and not packet.is_keyframe
+            if skipping:
+                continue
         try:
             frames = packet.decode()  # every packet, even without a timestamp (live IDR)
         except av.error.FFmpegError as exc:

@@ -4,9 +4,11 @@
   the last kept one while the audio is silent (:func:`audio_rms`) — the static/silent gate.
 * **Segment level** (:meth:`Scheduler.decide`): ``skip``, ``light`` (vision only) or ``full``
   (detection + re-ID + VLM). Hard guards always analyse the first segment of an event, any segment
-  with speech and any segment whose audio could not be transcribed. ``offline_quality`` analyses
-  every segment; ``live_latency`` skips static, silent segments and uses ``light`` when nothing was
-  detected. Counters of skipped and analysed segments feed ``capture_status``.
+  with speech and any segment whose audio could not be transcribed. Both modes skip static, silent
+  segments: the analyzer commits them with the previous segment's findings carried forward (the
+  scene has not changed), so ``offline_quality`` stays complete without re-running the models.
+  ``offline_quality`` analyses every other segment at the level; ``live_latency`` uses ``light``
+  when nothing was detected. Counters of skipped and analysed segments feed ``capture_status``.
 * **Rules**: a segment that could match an active rule (``SegmentSignals.rule_relevant``) is
   never skipped, so a static scene with someone a rule watches for is still looked at.
 * **Modes**: in ``live_latency`` the identity-critical write is committed first under the
@@ -118,8 +120,6 @@ class Scheduler:
         return decision
 
     def _decide(self, s: SegmentSignals) -> Decision:
-        if self.mode == "offline_quality":
-            return Decision(self._deep(s), "offline_quality analyses every segment")
         if s.first_of_event:
             return Decision(self._deep(s), "first segment of an event", guard=True)
         if s.speech:
@@ -131,6 +131,8 @@ class Scheduler:
             if s.rule_relevant:
                 return Decision(self._deep(s), "may match an active rule", guard=True)
             return Decision("skip", "static and silent")
+        if self.mode == "offline_quality":
+            return Decision(self._deep(s), "offline_quality analyses every segment that changes")
         if self.level == "light":
             return Decision("light", "perception level is light")
         if s.detections == 0 and not s.scene_cut:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import cv2
 import numpy as np
@@ -47,6 +48,9 @@ class Segment:
     audio: np.ndarray | None = None
     #: voice activity detection found speech in the segment
     speech: bool = False
+    #: the segment's share of its speech turns' transcripts, when the driver transcribes whole turns
+    #: (files); ``None``: the analyzer transcribes ``audio`` itself
+    transcript: Callable[[], Any] | None = None
 
     @property
     def duration(self) -> float:

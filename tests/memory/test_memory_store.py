@@ -90,14 +90,15 @@ def test_resume_point_is_the_last_committed_segment(store: MemoryStore) -> None:
 def test_a_crash_before_the_ingest_log_leaves_the_segment_to_be_rerun(store: MemoryStore,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     store.write_segment(make_segment(0))
-    original = store._upsert
+    def crashing(original):  # noqa: ANN001, ANN202
+        def crash_on_keyframes(name: str, records: list) -> None:
+            if name == "keyframes":
+                raise OSError("disk full")
+            original(name, records)
+        return crash_on_keyframes
 
-    def crash_on_keyframes(name: str, records: list) -> None:
-        if name == "keyframes":
-            raise OSError("disk full")
-        original(name, records)
-
-    monkeypatch.setattr(store, "_upsert", crash_on_keyframes)
+    monkeypatch.setattr(store, "_upsert", crashing(store._upsert))  # a rewritten segment's rows
+    monkeypatch.setattr(store, "_append", crashing(store._append))  # a new segment's rows
     with pytest.raises(OSError):
         store.write_segment(make_segment(1))
     assert store.resume_point(SOURCE) == 0

@@ -38,11 +38,14 @@ def test_audio_rms() -> None:
     assert audio_rms(tone) == pytest.approx(0.5 / np.sqrt(2), rel=1e-2)
 
 
-def test_offline_quality_analyses_every_segment_deterministically() -> None:
+def test_offline_quality_analyses_every_changing_segment_and_carries_static_silent_ones() -> None:
     sched = Scheduler("offline_quality", "full")
-    decisions = [sched.decide(STATIC_SILENT) for _ in range(5)]
+    decisions = [sched.decide(SegmentSignals(motion=0.001, audio_rms=0.2)) for _ in range(3)]
+    decisions += [sched.decide(SegmentSignals(motion=0.2)) for _ in range(2)]
     assert {d.action for d in decisions} == {"full"}
-    assert sched.counters()["analysed"] == 5 and sched.counters()["skipped"] == 0
+    assert sched.decide(STATIC_SILENT).action == "skip"
+    assert sched.decide(SegmentSignals(first_of_event=True, motion=0.0, audio_rms=0.0)).action == "full"
+    assert sched.counters()["analysed"] == 6 and sched.counters()["skipped"] == 1
 
 
 @pytest.mark.parametrize(("signals", "reason"), [
