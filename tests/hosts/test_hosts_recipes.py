@@ -151,7 +151,7 @@ def test_readme_inspector_commands_run_on_the_pinned_version_with_a_token(
     assert len(commands) == 3 and all(c.startswith(prefix) for c in commands), commands
 
     data = yaml.safe_load(ingested.read_text())
-    data["server"] = {"http": {"token": "${REFLECTWORLD_TOKEN}"}}
+    data.setdefault("server", {})["http"] = {"token": "${REFLECTWORLD_TOKEN}"}
     manifest = tmp_path / "token.yaml"
     manifest.write_text(yaml.safe_dump(data))
     port = free_port()
