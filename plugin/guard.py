@@ -305,8 +305,9 @@ def _base_url(scope: Scope, headers: Headers) -> str:
     return f"{scope.get('scheme', 'http')}://{headers.get('host', '127.0.0.1')}"
 
 
-def pairing_url(host: str, port: int, code: str) -> str:
-    """The pairing link for a server bound at ``host:port`` (a wildcard bind shows this machine's name)."""
+def pairing_url(host: str, port: int, code: str, path: str = _PHONE_PREFIX) -> str:
+    """The pairing link of ``path`` (the phone page, or ``/`` for the dashboard) for a server bound at
+    ``host:port`` (a wildcard bind shows this machine's name)."""
     import socket
 
     shown = host
@@ -314,5 +315,5 @@ def pairing_url(host: str, port: int, code: str) -> str:
         shown = socket.gethostname()
     elif ":" in host:
         shown = f"[{host}]"
-    return f"http://{shown}:{port}{_PHONE_PREFIX}?pair={code}"
+    return f"http://{shown}:{port}{path}?pair={code}"
 

@@ -88,7 +88,7 @@ async def serve_http(server: MCPServer[Any], host: str, port: int, token: str | 
     if token:
         logger.warning("phone camera: open %s once on the phone (one-time link, valid %d min)",
                        pairing_url(host, port, pairing.issue()), int(pairing.code_ttl_s // 60))
-        dashboard = pairing_url(host, port, pairing.issue()).replace("/phone?pair=", "/?pair=")
+        dashboard = pairing_url(host, port, pairing.issue(), path="/")
         logger.warning("dashboard: open %s once in your browser (one-time link, valid %d min)",
                        dashboard, int(pairing.code_ttl_s // 60))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

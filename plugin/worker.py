@@ -126,8 +126,8 @@ class _Runner:
                                    keyframes_after_s=KEYFRAMES_AFTER_S if self.source.live else None)
             self.gateway.start()
             try:
-                self.written = ingest_live(self.gateway, w.pipeline, self.camera_id, first_index=first_index,
-                                           stop=self.stop, final=not self.source.live, on_segment=self._count)
+                ingest_live(self.gateway, w.pipeline, self.camera_id, first_index=first_index, stop=self.stop,
+                            final=not self.source.live, on_segment=self._count)
             finally:
                 self.gateway.stop()
             if not self.source.live and not self.stop.is_set():

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Protocol
@@ -209,7 +208,7 @@ class SegmentAnalyzer:
             logger.exception("enrichment of segment %d failed; keeping the identity-phase write", segment.index)
             return first
         if enriched is not None:
-            with lock or nullcontext():
+            with lock:
                 self.store.write_segment(enriched)
             self.pipeline.commit(enriched)
         return first

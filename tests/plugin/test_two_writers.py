@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
 from memory import HashEmbedder, MemoryStore
+from tests.plugin.test_transports import cli
 
 DATA = Path(__file__).parents[1] / "data"
-
-
-def _cli() -> list[str]:
-    script = Path(sys.executable).with_name("reflectworld")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "plugin"]
 
 
 def test_two_processes_ingesting_different_clips_never_share_an_entity_id(tmp_path: Path,
@@ -38,7 +33,7 @@ def test_two_processes_ingesting_different_clips_never_share_an_entity_id(tmp_pa
     # The store exists before the race (both would otherwise race on creating the tables too).
     with MemoryStore(str(store_dir), HashEmbedder(64), user_id="tester"):
         pass
-    procs = [subprocess.Popen([*_cli(), "ingest", "--manifest", str(manifest), str(clip)], env=clean_env,
+    procs = [subprocess.Popen([*cli(), "ingest", "--manifest", str(manifest), str(clip)], env=clean_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for clip in clips]
     outs = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, outs):
