@@ -31,7 +31,7 @@ from .search import sql_literal
 from .store import MemoryStore
 
 __all__ = ["CameraContext", "ContextSettings", "SCENE_WORDS", "derive_context", "get_context", "list_contexts",
-           "maybe_revise", "places", "set_context", "time_bucket"]
+           "maybe_revise", "places", "set_context", "time_bucket", "traces_until_revision"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,13 +180,28 @@ def derive_context(camera_id: str, traces: list[Trace], tz: tzinfo | None) -> Ca
                          baseline=baseline)
 
 
+def _progress(store: MemoryStore, camera_id: str, settings: ContextSettings) -> tuple[CameraContext, int, int]:
+    """The camera's context, its trace count now, and the count at which the next revision is due."""
+    current = get_context(store, camera_id) or CameraContext(camera_id=camera_id)
+    count = store.count_traces(camera_id)
+    needed = settings.min_traces if current.revision == 0 else current.trace_count + settings.revise_every
+    return current, count, needed
+
+
+def traces_until_revision(store: MemoryStore, camera_id: str, settings: ContextSettings | None = None) -> int:
+    """How many more traces ``camera_id`` needs before :func:`maybe_revise` revises it (0: due now).
+
+    Lets a caller that sees every new trace skip the two store reads of ``maybe_revise`` until then.
+    """
+    _current, count, needed = _progress(store, camera_id, settings or ContextSettings())
+    return max(0, needed - count)
+
+
 def maybe_revise(store: MemoryStore, camera_id: str, settings: ContextSettings | None = None,
                  force: bool = False) -> CameraContext | None:
     """Revise ``camera_id``'s context when enough new traces exist; returns the new context or None."""
     settings = settings or ContextSettings()
-    current = get_context(store, camera_id) or CameraContext(camera_id=camera_id)
-    count = store.count_traces(camera_id)
-    needed = settings.min_traces if current.revision == 0 else current.trace_count + settings.revise_every
+    current, count, needed = _progress(store, camera_id, settings)
     if not force and count < needed:
         return None
     derived = derive_context(camera_id, store.recent_traces(camera_id, settings.history_limit), settings.timezone)

@@ -485,8 +485,8 @@ class MemoryStore:
         """Up to ``limit`` traces of ``source``/``camera`` starting after media second ``after_t``, oldest first."""
         where = (f"source = {sql_literal(source)} AND camera_id = {sql_literal(camera)} "
                  f"AND t_start > {float(after_t)!r}")
-        keys = sorted(self._scan("traces", where, columns=["id", "t_start"]), key=lambda r: (r["t_start"], r["id"]))
-        return self.traces_by_id([r["id"] for r in keys[:limit]])
+        rows = sorted(self._scan("traces", where, columns=list(Trace.model_fields)), key=lambda r: (r["t_start"], r["id"]))
+        return [_model_from_row(Trace, r) for r in rows[:limit]]
 
     def recent_traces(self, camera: str, limit: int) -> list[Trace]:
         """The latest ``limit`` traces (by wall time) of ``camera``, oldest first."""

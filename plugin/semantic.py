@@ -24,7 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory import MemoryStore
-from memory.camera_context import ContextSettings, maybe_revise, places
+from memory.camera_context import ContextSettings, maybe_revise, places, traces_until_revision
 from memory.chapters import ChapterSettings, build_chapters
 from memory.consolidate import ConsolidationEngine, ConsolidationSettings, Consolidator
 from memory.local_consolidator import LocalConsolidator
@@ -76,6 +76,10 @@ class SemanticRunner:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.settings.queue_size)
         self._thread: threading.Thread | None = None
         self._store: MemoryStore | None = None
+        #: per (source, camera): segments since chapters were last built, and the last segment's end
+        self._chapter_watch: dict[tuple[str, str], tuple[int, float]] = {}
+        #: per camera: segments still to come before its context is due for revision
+        self._context_left: dict[str, int] = {}
 
     def start(self) -> SemanticRunner:
         """Open the runner's store connection and start the worker thread (idempotent)."""
@@ -159,10 +163,33 @@ class SemanticRunner:
             for entity_id in due:
                 engine.consolidate(entity_id, current=seg, places=known)
                 self.stats.consolidations += 1
-        self.stats.chapters += len(build_chapters(store, seg.source, seg.camera_id, self.settings.chapters))
-        if maybe_revise(store, seg.camera_id, self.settings.context) is not None:
-            self.stats.revisions += 1
+        if self._event_may_have_closed(seg):
+            self.stats.chapters += len(build_chapters(store, seg.source, seg.camera_id, self.settings.chapters))
+        left = self._context_left.get(seg.camera_id, 0)
+        if left > 1:
+            self._context_left[seg.camera_id] = left - 1
+        else:
+            if maybe_revise(store, seg.camera_id, self.settings.context) is not None:
+                self.stats.revisions += 1
+            self._context_left[seg.camera_id] = traces_until_revision(store, seg.camera_id, self.settings.context)
         self.stats.processed += 1
+
+    def _event_may_have_closed(self, seg: SegmentWrite) -> bool:
+        """Whether chapters can be due after ``seg``: an event closes on a gap or when it is full.
+
+        Chapters are derived from the store, so this only saves reads: each check scans the traces
+        of the open event (up to ``event_max_traces``), which per segment was most of a light
+        camera's store cost. The first segment of a source in this runner checks, so a resumed run
+        picks up where the last chapter ended.
+        """
+        chapters = self.settings.chapters
+        key = (seg.source, seg.camera_id)
+        watched = self._chapter_watch.get(key)
+        gap = watched is not None and seg.trace.t_start - watched[1] > chapters.event_gap_s
+        count = 1 if watched is None else watched[0] + 1
+        due = watched is None or gap or count >= chapters.event_max_traces
+        self._chapter_watch[key] = (1 if gap else 0 if due else count, seg.trace.t_end)
+        return due
 
 
 def _timezone(name: str | None) -> ZoneInfo | None:
