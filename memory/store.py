@@ -26,7 +26,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -68,6 +70,8 @@ logger = logging.getLogger(__name__)
 #: LanceDB index cache bound per store (the metadata cache gets half of it).
 DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 
+#: texts whose vectors the store keeps for reuse (entity texts repeat segment after segment)
+EMBED_CACHE = 2048
 #: write operations between two ``optimize()`` passes over the tables written.
 OPTIMIZE_EVERY = 50
 
@@ -167,6 +171,8 @@ class MemoryStore:
         self.index_policy = index_policy or IndexPolicy()
         self._maintainer: IndexMaintainer | None = None
         self._retriever: Retriever | None = None
+        self._embedded: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._embed_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -311,11 +317,39 @@ class MemoryStore:
             self.optimize()
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        vectors = self.embedder.embed(texts)
-        if vectors.shape != (len(texts), self.embedder.dim):
-            raise MemoryStoreError(f"embedder {self.embedder.name!r} returned shape {vectors.shape}, "
-                                   f"expected ({len(texts)}, {self.embedder.dim})")
-        return vectors
+        """Vectors of ``texts``: recent texts from the cache, the rest embedded in batches of similar length.
+
+        A stream writes the same entity texts segment after segment, and a batch is padded to its
+        longest text, so one long trace text made every short observation cost as much as it.
+        """
+        out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._embed_lock:
+            for i, text in enumerate(texts):
+                cached = self._embedded.get(text)
+                if cached is None:
+                    missing.setdefault(text, []).append(i)
+                else:
+                    self._embedded.move_to_end(text)
+                    out[i] = cached
+        fresh = sorted(missing, key=len)
+        start = 0
+        for end in range(1, len(fresh) + 1):
+            if end < len(fresh) and len(fresh[end]) <= 2 * max(len(fresh[start]), 32):
+                continue
+            batch = fresh[start:end]
+            vectors = self.embedder.embed(batch)
+            if vectors.shape != (len(batch), self.embedder.dim):
+                raise MemoryStoreError(f"embedder {self.embedder.name!r} returned shape {vectors.shape}, "
+                                       f"expected ({len(batch)}, {self.embedder.dim})")
+            with self._embed_lock:
+                for text, vector in zip(batch, vectors):
+                    out[missing[text]] = vector
+                    self._embedded[text] = vector
+                while len(self._embedded) > EMBED_CACHE:
+                    self._embedded.popitem(last=False)
+            start = end
+        return out
 
     def bulk_append(self, name: str, rows: pa.Table) -> None:
         """Append pre-built Arrow rows (with ``vector``) to table ``name``; for benchmarks and imports."""

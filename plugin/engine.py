@@ -44,6 +44,7 @@ from perception.describe.context import (
 )
 from perception.describe.vlm import VLMClient
 from perception.describe.vlm_stage import VLMSegmentStage
+from perception.drivers import heap
 from perception.drivers.analyzer import Models, Pipeline
 from perception.drivers.ingest import IngestReport, ProgressCallback, ingest_file
 from perception.identity.service import IdentityService
@@ -125,6 +126,7 @@ class Engine:
         if self._opened:
             return self
         m = self.manifest
+        heap.limit_arenas()  # before the store's and the models' native threads start
         self.store = self.open_store()
         try:
             self.identity = IdentityService(self.store, self.settings.face_match_threshold)

@@ -42,6 +42,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
+from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.media.audio import AudioBuffer, AudioTrack, SileroVAD, speech_intervals_of
 from perception.media.damage import read_damage, readable_end
@@ -57,6 +58,9 @@ from perception.settings import PerceptionConfig
 __all__ = ["IngestReport", "ProgressCallback", "ingest_file", "ingest_live", "live_start_point", "segmenter_for"]
 
 logger = logging.getLogger(__name__)
+
+#: segments between two hand-backs of freed native memory (:func:`perception.drivers.heap.trim`, ~1 ms)
+TRIM_EVERY = 50
 
 #: ``progress(done_s, total_s, segments_done)``, called after each segment.
 ProgressCallback = Callable[[float, float, int], None]
@@ -192,6 +196,8 @@ def ingest_file(
             if on_segment is not None:
                 on_segment(write)
             written += 1
+            if written % TRIM_EVERY == 0:
+                heap.trim()
             if progress is not None:
                 progress(max(0.0, segment.t_end - info.start_s), info.duration_s, segment.index + 1)
     finally:
@@ -258,6 +264,8 @@ def ingest_live(
             on_segment(write)
         buffer.trim_before(seg.t_end - 1.0)
         written += 1
+        if written % TRIM_EVERY == 0:
+            heap.trim()
 
     def drain(force: bool) -> None:
         while pending and (force or not heard or buffer.end_t >= pending[0].t_end
