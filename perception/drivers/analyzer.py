@@ -38,7 +38,7 @@ from perception.detectors.objects import ObjectDetection
 from perception.detectors.ocr import text_lines_likely
 from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities
 from perception.identity.service import IdentityService
-from perception.segmenting.keyframes import encode_jpeg, select_keyframes
+from perception.segmenting.keyframes import KeyframePick, encode_jpeg, select_keyframes
 from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, frame_changed, segment_motion
 from perception.segmenting.segment import Segment
 from perception.settings import PerceptionConfig
@@ -162,6 +162,8 @@ class SegmentAnalyzer:
     _carry: _Carried | None = None
     #: the frame OCR read last and its lines
     _ocr_last: tuple[np.ndarray, list[str]] | None = None
+    #: the key frame whose faces and objects were detected last, with them (faces embedded)
+    _perceived: tuple[np.ndarray, list[FaceInput], list[ObjectDetection]] | None = None
 
     def __post_init__(self) -> None:
         p = self.pipeline
@@ -231,6 +233,42 @@ def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: st
     return faces, objects
 
 
+def _perceive_keyframes(run: SegmentAnalyzer, images: list[np.ndarray], picks: list[KeyframePick],
+                        kf_ids: list[str]) -> list[tuple[list[FaceInput], list[ObjectDetection]]]:
+    """Faces (embedded in one batch) and objects of each key frame.
+
+    A key frame that is a copy of the key frame looked at before it (a still picture, a pause; mean
+    grey difference ≤ :data:`SAME_FRAME`) takes that frame's faces, embeddings and objects instead of
+    running the detectors again: the models would find the same things.
+    """
+    previous = run._perceived
+    reference = previous[0] if previous is not None else None
+    origin: list[int] = []  # per key frame: itself, an earlier key frame of the segment, or -1 (previous segment)
+    for k, image in enumerate(images):
+        if reference is not None and not frame_changed(reference, image, SAME_FRAME):
+            origin.append(origin[-1] if origin else -1)
+        else:
+            origin.append(k)
+            reference = image
+    fresh = [k for k, o in enumerate(origin) if o == k]
+    detected = {k: _perceive_frame(run, images[k], picks[k].frame.t, kf_ids[k]) for k in fresh}
+    embedded = iter(_embed(run, [f for k in fresh for f in detected[k][0]],
+                           [images[k] for k in fresh for _ in detected[k][0]]))
+    for k in fresh:
+        detected[k] = ([next(embedded) for _ in detected[k][0]], detected[k][1])
+    found: list[tuple[list[FaceInput], list[ObjectDetection]]] = []
+    for k, o in enumerate(origin):
+        if o == k:
+            found.append(detected[k])
+            continue
+        faces, objects = detected[o] if o >= 0 else (previous[1], previous[2])  # type: ignore[index]
+        found.append(([replace(f, frame_t=picks[k].frame.t, keyframe_id=kf_ids[k]) for f in faces], list(objects)))
+    if fresh:
+        last = fresh[-1]
+        run._perceived = (images[last], *detected[last])
+    return found
+
+
 def _embed(run: SegmentAnalyzer, faces: list[FaceInput], images: list[np.ndarray]) -> list[FaceInput]:
     """Embed the faces the resolver may use in one network call (the rest keep no embedding)."""
     todo = [i for i, f in enumerate(faces) if run.resolver.identifiable(f.detection)]
@@ -278,6 +316,8 @@ def _read_text(run: SegmentAnalyzer, images: list[np.ndarray]) -> list[str]:
 
 #: mean grey difference under which a frame counts as a copy of one already analysed (OCR, identity frames)
 OCR_SAME_FRAME = 0.01
+#: mean grey difference under which a key frame takes the detections of the key frame looked at last
+SAME_FRAME = 0.005
 #: a key-frame face this far above the match threshold (and clear of the runner-up) needs no extra frames
 CONFIDENT_MARGIN = 0.15
 #: identity frames are searched for faces at this long side first (faces the resolver may use are ≥ 40 px at 640)
@@ -434,12 +474,10 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         labels, text_lines = dict(carry.labels), list(carry.text_lines)
     else:
         if deep:
-            found = [_perceive_frame(run, image, p.frame.t, kf_id) for image, p, kf_id in zip(images, picks, kf_ids)]
-            flat = [f for fs, _ in found for f in fs]
-            flat = _embed(run, flat, [image for image, (fs, _) in zip(images, found) for _ in fs])
+            found = _perceive_keyframes(run, images, picks, kf_ids)
             for image, (fs, objects) in zip(images, found):
                 start = len(faces)
-                faces.extend(_add_bodies(run, flat[start:start + len(fs)], image, objects))
+                faces.extend(_add_bodies(run, fs, image, objects))
                 per_frame.append((start, len(faces)))
                 for label in dict.fromkeys(o.label for o in objects):
                     labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))

@@ -129,6 +129,7 @@ class Gateway:
             raise ValueError(f"sample_fps must be > 0, got {sample_fps}")
         self.source = source
         self.sample_fps = sample_fps
+        source.sample_fps = sample_fps
         self.mode = mode
         self.start_s = start_s
         self.t_base = t_base
