@@ -88,7 +88,8 @@ def segmenter_for(settings: PerceptionConfig, first_index: int = 0) -> Segmenter
     """The segmenter the settings describe (scene, motion and speech-turn cuts)."""
     return Segmenter(settings.min_segment_s, settings.max_segment_s, settings.scene_threshold,
                      first_index=first_index, motion_threshold=settings.motion_threshold,
-                     motion_hold_s=settings.motion_hold_s)
+                     motion_hold_s=settings.motion_hold_s,
+                     max_still_s=max(settings.max_segment_s, settings.max_still_segment_s))
 
 
 def _vad() -> SileroVAD | None:

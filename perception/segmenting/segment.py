@@ -3,7 +3,8 @@
 A cut happens before a frame whose HSV hue/saturation histogram differs from the previous
 frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
 the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
-regardless. Motion is a boundary too: each segment starts in a motion state (moving or still,
+regardless (a segment in which nothing has moved and nobody has spoken runs up to ``max_still_s``:
+a still, quiet camera writes a few long segments instead of many identical short ones). Motion is a boundary too: each segment starts in a motion state (moving or still,
 from the mean grey-level difference of its first frame to the one before). A still segment is cut
 at the first frame that moves ("someone walks into an empty room" starts a segment of its own); a
 moving one is cut once the frames have been still for ``motion_hold_s`` ("everything stopped"). A speech turn starting or
@@ -94,6 +95,8 @@ class Segmenter:
         first_index: index given to the first segment (resume passes last index + 1).
         motion_threshold: grey-level difference that counts as motion (``None``: no motion cuts).
         motion_hold_s: how long a moving segment must have been still before it cuts.
+        max_still_s: the longest segment whose frames have all been still and silent of speech
+            (default ``max_s``; needs ``motion_threshold``).
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class Segmenter:
         first_index: int = 0,
         motion_threshold: float | None = None,
         motion_hold_s: float = 1.0,
+        max_still_s: float | None = None,
     ) -> None:
         if min_s < 0 or max_s <= 0 or min_s > max_s:
             raise ValueError(f"need 0 <= min_s <= max_s and max_s > 0, got min_s={min_s}, max_s={max_s}")
@@ -119,6 +123,8 @@ class Segmenter:
         self._prev_grey: np.ndarray | None = None
         self._moving: bool | None = None  # the current segment's motion state
         self._changed_at: float | None = None  # when the frames left that state
+        self.max_still_s = max(max_s, max_still_s) if max_still_s is not None and motion_threshold is not None else max_s
+        self._quiet = False  # every frame of the current segment so far was still, without speech
 
     def _motion_turn(self, frame: Frame, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
         """Track the segment's motion state; True when the other state has lasted ``motion_hold_s``."""
@@ -152,17 +158,20 @@ class Segmenter:
         if current is None:
             self._start(frame, 0.0 if prev_hist is None else frame_distance(prev_hist, hist))
             self._motion_turn(frame, prev_grey, grey)
+            self._quiet = not speech and self._still(prev_grey, grey)
             return None
         length = frame.t - current.t_start
         score = frame_distance(prev_hist, hist)
         turn = speech is not None and prev_speech is not None and speech != prev_speech
         long_enough = length >= self.min_s - _EPS
-        cut = length >= self.max_s - _EPS or (long_enough and (score >= self.threshold or turn))
+        self._quiet = self._quiet and not speech and self._still(prev_grey, grey)
+        cut = length >= self._limit() - _EPS or (long_enough and (score >= self.threshold or turn))
         if not cut and self._motion_turn(frame, prev_grey, grey) and long_enough:
             cut = True
         if cut:
             closed = self._cut(frame, score)
             self._motion_turn(frame, prev_grey, grey)  # the new segment's motion state, from its first frame
+            self._quiet = not speech and self._still(prev_grey, grey)
             return closed
         current.frames.append(frame)
         return None
@@ -194,14 +203,25 @@ class Segmenter:
             else:
                 end_t = last
         current.t_end = max(end_t, last)
-        if current.t_end - current.t_start > self.max_s:
-            current.t_end = current.t_start + self.max_s
+        limit = self._limit()
+        if current.t_end - current.t_start > limit:
+            current.t_end = current.t_start + limit
         self._current = None
         self._prev_hist = None
         self._prev_speech = None
         self._prev_grey = None
         self._moving = self._changed_at = None
+        self._quiet = False
         return current
+
+    def _still(self, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
+        """Whether this frame is still against the one before (unknown counts as moving)."""
+        return (self.motion_threshold is not None and prev_grey is not None and grey is not None
+                and motion_between(prev_grey, grey) < self.motion_threshold)
+
+    def _limit(self) -> float:
+        """The longest the current segment may run: ``max_still_s`` while it is still and quiet."""
+        return self.max_still_s if self._quiet else self.max_s
 
     def segments(
         self, frames: Iterable[Frame], end_t: float | Callable[[], float | None] | None = None,

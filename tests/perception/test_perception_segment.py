@@ -37,6 +37,16 @@ def test_max_length_is_respected() -> None:
     assert segs[0].t_end == segs[1].t_start
 
 
+def test_a_still_segment_without_speech_runs_to_max_still_s() -> None:
+    frames = _frames([RED] * 40)  # 10 s of one noisy colour: still
+    still = list(Segmenter(min_s=0.5, max_s=2.0, motion_threshold=0.05, max_still_s=6.0).segments(frames))
+    # the first frame has no frame before it to be still against, so the first segment stops at max_s
+    assert [s.duration for s in still] == [2.0, 6.0, 2.0]
+    speaking = list(Segmenter(min_s=0.5, max_s=2.0, motion_threshold=0.05, max_still_s=6.0).segments(
+        frames, speech=lambda t: True))
+    assert all(s.duration <= 2.0 + 1e-9 for s in speaking) and len(speaking) == 5
+
+
 def test_min_length_is_respected() -> None:
     # colour flips every frame: only cuts that leave segments of >= 1 s may happen
     segs = list(Segmenter(min_s=1.0, max_s=10).segments(_frames([RED, BLUE] * 8)))

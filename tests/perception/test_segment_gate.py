@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import engine_for
 
-PERCEPTION = {"max_segment_s": 4.0, "ocr": {"type": "none"}, "asr": {"type": "none"},
+PERCEPTION = {"max_segment_s": 4.0, "max_still_segment_s": 4.0, "ocr": {"type": "none"}, "asr": {"type": "none"},
               "objects": {"type": "none"}, "body": {"type": "none"}}
 
 
@@ -58,3 +58,15 @@ def test_a_segment_an_active_rule_could_match_is_never_skipped(tmp_path: Path) -
         counts = engine.perception.scheduler.counters()
     # nobody is in the still scene, so the rule cannot match it: static segments are still skipped
     assert counts["skipped"] == 2 and "may match an active rule" not in counts["reasons"]
+
+
+def test_a_still_quiet_scene_writes_long_segments(tmp_path: Path) -> None:
+    """Nothing moves and nobody speaks: after the first segment, one segment per max_still_segment_s."""
+    clip = static_clip(tmp_path / "still.mp4", seconds=24)
+    perception = {**PERCEPTION, "max_still_segment_s": 10.0}
+    with engine_for(tmp_path, perception=perception) as engine:
+        report = engine.ingest_file(clip, "hall")
+        traces = engine.store.timeline()
+    # the stream's first frame has nothing to be still against: that segment ends at max_segment_s
+    assert [round(t.t_end - t.t_start) for t in traces] == [4, 10, 10]
+    assert report.segments_written == 3
