@@ -437,7 +437,7 @@ class MemoryStore:
         self._upsert("entities", ent_rows)
         self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
         self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
-        self._upsert("identity_decisions", [d.model_dump() for d in seg.decisions])
+        put("identity_decisions", [d.model_dump() for d in seg.decisions])  # ids name the segment
         put("keyframes", [k.model_dump() for k in seg.keyframes])
         if rewrite:
             self._delete_stale("keyframes", seg, [k.id for k in seg.keyframes])

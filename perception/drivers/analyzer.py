@@ -352,7 +352,8 @@ def _gate(run: SegmentAnalyzer, segment: Segment) -> str:
     interest = run.pipeline.rule_interest
     signals = SegmentSignals(
         first_of_event=first, motion=segment_motion([f.image_bgr for f in segment.frames]),
-        audio_rms=audio_rms(segment.audio), speech=segment.speech, detections=run.last_people,
+        audio_rms=segment.audio_level if segment.audio_level is not None else audio_rms(segment.audio),
+        speech=segment.speech, detections=run.last_people,
         scene_cut=segment.cut_score >= run.settings.scene_threshold,
         rule_relevant=interest is not None and interest(run.camera_id, run.last_people, run.last_objects))
     return run.scheduler.decide(signals).action
@@ -443,11 +444,13 @@ def _face_sharpness(image: np.ndarray, box: tuple[int, int, int, int]) -> float 
 
 def _transcribe(run: SegmentAnalyzer, segment: Segment) -> Transcript:
     models = run.perceivers or Perceivers()
-    audio = getattr(segment, "audio", None)
-    if models.asr is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
+    if models.asr is None or not getattr(segment, "speech", True):
         return Transcript()
     if segment.transcript is not None:  # the driver transcribes whole speech turns (files)
         return segment.transcript()
+    audio = getattr(segment, "audio", None)
+    if audio is None or len(audio) == 0:
+        return Transcript()
     return models.asr.transcribe(audio).shifted(segment.t_start)
 
 

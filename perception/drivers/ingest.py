@@ -14,8 +14,9 @@
 * ``stop`` is checked between segments only, so an interrupt never leaves a partial segment.
 * Frames come from a :class:`~perception.media.gateway.Gateway` in ``offline_quality`` mode (decode runs
   on its own thread, nothing is dropped). Voice activity over the whole audio track is computed
-  once up front (Silero VAD), so speech-turn cuts are the same however a run was resumed; each
-  segment carries its 16 kHz audio (``Segment.audio``) and ``Segment.speech``.
+  once up front (Silero VAD) in the same decode pass that measures loudness, so speech-turn cuts are
+  the same however a run was resumed; each segment carries ``Segment.speech``, its loudness
+  (``Segment.audio_level``) and its share of the speech turns' transcripts.
 
 :func:`ingest_live` is the driver for live sources: it consumes a running gateway, detects voice
 activity on the stream's audio as it arrives, and commits each closed segment with the same
@@ -44,11 +45,11 @@ from pydantic import BaseModel, Field
 from memory.models import SegmentWrite
 from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
-from perception.media.audio import AudioBuffer, AudioTrack, SileroVAD, speech_intervals_of
+from perception.media.audio import AudioBuffer, SileroVAD, scan_audio
 from perception.media.damage import read_damage, readable_end
 from perception.detectors.asr import TurnTranscripts
 from perception.errors import MediaError
-from perception.media.audio import AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
+from perception.media.audio import decode_audio
 from perception.media.gateway import AudioChunk, Gateway
 from perception.media.sources import AVSource, Source
 from perception.media.video import Frame, probe
@@ -153,7 +154,8 @@ def ingest_file(
     mtime = stat.st_mtime
     run = pipeline.analyzer(source, camera, wall_clock=lambda t: mtime + t, size=stat.st_size, mtime=mtime)
     vad = _vad() if info.has_audio else None
-    intervals = speech_intervals_of(p, vad) if vad is not None else []
+    scan = scan_audio(p, vad) if info.has_audio else None
+    intervals = scan.intervals if scan is not None else []
 
     start_s = state.last_t_end if (state is not None and resume is not None) else 0.0
     # Decode from two grid slots earlier: the frame before the resume point primes the segmenter.
@@ -169,14 +171,10 @@ def ingest_file(
     gateway = Gateway(AVSource(uri=source, kind="file", live=False, options={"audio": False}),
                       settings.sample_fps, mode="offline_quality", start_s=decode_from).start()
     frames = (item for item in gateway.items() if isinstance(item, Frame))
-    # decoded from the start even when resuming: decoder and resampler state then match an uninterrupted
-    # run sample for sample (a seek would shift them, and the transcript with them)
-    audio = AudioTrack(p, 0.0) if info.has_audio else None
-
     def speaking(t: float) -> bool:
         return _overlaps(intervals, t - 1e-6, t + 1e-6)
 
-    asr = pipeline.models.perceivers().asr if (audio is not None and intervals) else None
+    asr = pipeline.models.perceivers().asr if intervals else None
     # A turn is decoded on its own (a seek and a few seconds of audio), so it is the same samples
     # however the run was resumed; the forward track only ever serves the segments.
     turns = TurnTranscripts(asr, intervals, partial(decode_audio, p)) if asr is not None else None
@@ -188,8 +186,8 @@ def ingest_file(
             if stop is not None and stop.is_set():
                 interrupted = True
                 break
-            if audio is not None:
-                segment.audio = audio.slice(segment.t_start, segment.t_end)
+            if scan is not None:
+                segment.audio_level = scan.levels.rms(segment.t_start, segment.t_end)
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
                 if turns is not None:
                     segment.transcript = partial(turns.span, segment.t_start, segment.t_end)
@@ -204,9 +202,7 @@ def ingest_file(
     finally:
         gateway.stop()
         frames.close()
-        if audio is not None:
-            audio.close()
-    damage = read_damage(gateway, audio, end_t)
+    damage = read_damage(gateway, scan, end_t)
     if not interrupted:
         store.mark_source_done(source, camera)
         pipeline.source_done(source, camera)

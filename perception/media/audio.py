@@ -6,8 +6,9 @@
 * :class:`SileroVAD` runs the vendored Silero VAD v6 ONNX model (``perception/models``, MIT,
   sha256-checked at load) over 32 ms windows; :meth:`SileroVAD.speech_intervals` turns the
   per-window probabilities into speech intervals with hysteresis.
-* :func:`speech_intervals_of` runs the VAD over a whole file's audio in one streaming pass (the
-  file driver uses it, so that cuts do not depend on where a resumed decode started).
+* :func:`scan_audio` decodes a whole file's audio once: VAD speech intervals (so that cuts do not
+  depend on where a resumed decode started), :class:`AudioLevels` (loudness per 0.1 s, what the
+  scheduler's silence test needs) and skipped packets; the file driver needs no second pass.
 * :class:`AudioBuffer` keeps the recent audio of a live stream by media time, bounded in length.
 
 Everything here is blocking; async callers run it in a worker thread.
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import av
@@ -28,8 +31,8 @@ import numpy as np
 
 from perception.errors import MediaError
 
-__all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioTrack", "SileroVAD", "decode_audio", "iter_audio",
-           "speech_intervals_of"]
+__all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioLevels", "AudioScan", "AudioTrack", "SileroVAD", "decode_audio",
+           "iter_audio", "scan_audio", "speech_intervals_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -264,15 +267,70 @@ class SileroVAD:
 
 def speech_intervals_of(path: str | Path, vad: SileroVAD) -> list[tuple[float, float]]:
     """Speech intervals of a whole file (media seconds), in one streaming decode + VAD pass."""
-    vad.reset()
+    return scan_audio(path, vad).intervals
+
+
+#: seconds per bin of :class:`AudioLevels`
+LEVEL_BIN_S = 0.1
+
+
+class AudioLevels:
+    """How loud a file's audio is, as the mean square of its samples per :data:`LEVEL_BIN_S` bin.
+
+    Enough to tell a silent segment from a noisy one without keeping (or decoding again) the
+    samples: a few MB for hours of audio.
+    """
+
+    def __init__(self) -> None:
+        self._sums: list[float] = []
+        self._counts: list[int] = []
+
+    def add(self, t: float, pcm: np.ndarray) -> None:
+        """Account the chunk of samples starting at media time ``t``."""
+        if len(pcm) == 0:
+            return
+        i = max(0, int(t / LEVEL_BIN_S))
+        if i >= len(self._sums):
+            grow = i + 1 - len(self._sums)
+            self._sums.extend([0.0] * grow)
+            self._counts.extend([0] * grow)
+        self._sums[i] += float(np.dot(pcm, pcm))
+        self._counts[i] += len(pcm)
+
+    def rms(self, start_s: float, end_s: float) -> float | None:
+        """Root mean square of the samples between two media times (``None``: no audio there)."""
+        lo, hi = max(0, int(start_s / LEVEL_BIN_S)), max(0, math.ceil(end_s / LEVEL_BIN_S - 1e-9))
+        n = sum(self._counts[lo:hi])
+        return math.sqrt(sum(self._sums[lo:hi]) / n) if n else None
+
+
+@dataclass
+class AudioScan:
+    """One decode pass over a file's audio: speech intervals, loudness, damaged packets."""
+
+    intervals: list[tuple[float, float]]
+    levels: AudioLevels
+    bad_packets: int = 0
+
+
+def scan_audio(path: str | Path, vad: SileroVAD | None) -> AudioScan:
+    """Decode a file's audio once: voice activity (with ``vad``), loudness and skipped packets."""
+    levels = AudioLevels()
+    counts: dict[str, int] = {}
     t0: float | None = None
     chunks: list[np.ndarray] = []
-    for t, pcm in iter_audio(path):
+    if vad is not None:
+        vad.reset()
+    for t, pcm in iter_audio(path, counts=counts):
         t0 = t if t0 is None else t0
-        chunks.append(vad.probabilities(pcm))
+        levels.add(t, pcm)
+        if vad is not None:
+            chunks.append(vad.probabilities(pcm))
+    if vad is None:
+        return AudioScan([], levels, counts.get("bad_packets", 0))
     vad.reset()
     probs = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-    return vad.speech_intervals(probs, t0 or 0.0)
+    return AudioScan(vad.speech_intervals(probs, t0 or 0.0), levels, counts.get("bad_packets", 0))
 
 
 class AudioBuffer:

@@ -14,7 +14,7 @@ def read_damage(gateway: Any, audio: Any, end_t: float) -> dict[str, Any]:
     """``bad_packets``, ``partial`` and ``readable_s`` of one file ingest.
 
     ``gateway`` is the file's :class:`~perception.media.gateway.Gateway` (after it ended), ``audio`` its
-    :class:`~perception.media.audio.AudioTrack` or ``None``, ``end_t`` the container's stated end time.
+    :class:`~perception.media.audio.AudioScan` (anything with ``bad_packets``) or ``None``, ``end_t`` the container's stated end time.
     A file is partial when reading broke off with an error, or when its last decoded frame lies
     well before the duration its header states (a truncated MP4 or Matroska file).
     """

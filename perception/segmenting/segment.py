@@ -45,8 +45,12 @@ class Segment:
     #: histogram distance between this segment's first frame and the frame before it
     #: (0.0 at the start of a stream); at least the threshold for a scene cut
     cut_score: float = 0.0
-    #: the segment's audio, 16 kHz mono float32 (``None`` when the source has no audio)
+    #: the segment's audio, 16 kHz mono float32 (``None`` when the source has no audio or the
+    #: driver only measured it)
     audio: np.ndarray | None = None
+    #: root mean square of the segment's audio when the driver measured it instead of passing the
+    #: samples (files); ``None``: measure ``audio``
+    audio_level: float | None = None
     #: voice activity detection found speech in the segment
     speech: bool = False
     #: the segment's share of its speech turns' transcripts, when the driver transcribes whole turns
