@@ -97,3 +97,35 @@ def test_confirming_pending_sightings_behind_an_unrelated_one_does_not_crash() -
     out = r.resolve([_face(_mix(a, _unit(7), 0.8), t=2.0, score=0.8)], "src", 2, now=0.0)
     assert out.assignments == ["person_0001"] and out.outcomes == ["confirm_pending"]
     assert len(r.pending) == 1 and float(np.dot(r.pending[0].vec, _unit(40))) > 0.99
+
+
+def test_profile_faces_of_the_real_clip_are_never_identified() -> None:
+    """The Hamilton pianist is seen in profile (≈0.7–1.5 s): those faces are unsafe; the frontal
+    performer (≈3–7 s) is safe. Real YuNet landmarks on real frames."""
+    from pathlib import Path
+
+    import av
+
+    from perception.detectors.faces import FaceDetector
+    from perception.identity.resolver import MAX_FACE_TURN, face_turn
+
+    detector, turns = FaceDetector(), {}
+    clip = Path(__file__).resolve().parents[1] / "data" / "short_hamilton_clip.mp4"
+    with av.open(str(clip)) as container:
+        start = None
+        for frame in container.decode(video=0):
+            start = float(frame.time) if start is None else start
+            t = float(frame.time) - start
+            if 0.8 <= t <= 1.2 or 4.9 <= t <= 5.3:
+                faces = detector.detect(frame.to_ndarray(format="bgr24"))
+                big = max(faces, key=lambda d: d.size)
+                turns.setdefault("profile" if t < 2 else "frontal", []).append(face_turn(big))
+    assert min(turns["profile"]) > MAX_FACE_TURN and max(turns["frontal"]) < 0.5
+    profile = FaceDetection(box=(10, 10, 150, 150), score=0.95,
+                            landmarks=((60.0, 50.0), (70.0, 50.0), (40.0, 80.0), (50.0, 110.0), (60.0, 110.0)),
+                            row=np.zeros(15))
+    r = Resolver([], _Ids())
+    out = r.resolve([FaceInput(detection=profile, embedding=_unit(1), frame_t=0.0, keyframe_id="kf",
+                               sharpness=200.0)], "src", 0, now=0.0)
+    assert out.assignments == [None] and out.outcomes[0].startswith("unsafe:turned to profile")
+    assert not r.identifiable(profile) and not r.faces.entities
