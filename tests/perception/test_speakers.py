@@ -90,6 +90,9 @@ def test_transcripts_carry_the_speaker_tied_to_the_face_on_screen(dialogue: Path
     a_again = next(t for t in spoken if t.t_start >= 6.0)
     assert a_first.speakers == a_again.speakers != b.speakers
     assert "now" in b.transcript.lower() and "now" in a_again.transcript.lower()  # "bin red by k seven now", …
+    # each sentence stays whole in one segment, its first word included ("bin blue at f two now")
+    assert "blue" in a_first.transcript.lower() and "now" in a_first.transcript.lower()
+    assert "by k" in b.transcript.lower()
     assert {v.entity_id for v in voices} == {a_first.speakers[0], b.speakers[0]}
 
 
