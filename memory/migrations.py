@@ -19,6 +19,7 @@ from .errors import SchemaVersionError
 from .schema import (
     CAMERA_CONTEXT_V4_COLUMNS,
     FACT_V4_COLUMNS,
+    GALLERY_FACE_V7_COLUMNS,
     NOTIFICATION_V2_COLUMNS,
     TRACE_V6_COLUMNS,
     table_schemas,
@@ -120,3 +121,12 @@ def voices_and_objects(ctx: MigrationContext) -> None:
     missing = [pa.field(col, kind) for col, kind in TRACE_V6_COLUMNS if col not in table.schema.names]
     if missing:
         table.add_columns(pa.schema(missing))
+
+
+@migration(7)
+def face_poses(ctx: MigrationContext) -> None:
+    """The pose of every face slot (``gallery_face.turn``); slots stored before it count as frontal."""
+    table = ctx.db.open_table("gallery_face")
+    missing = {col: "CAST(0.0 AS DOUBLE)" for col, _ in GALLERY_FACE_V7_COLUMNS if col not in table.schema.names}
+    if missing:
+        table.add_columns(missing)

@@ -108,8 +108,8 @@ class Keyframe(Record):
     jpeg: bytes = Field(repr=False)
 
 
-class GalleryFace(Record):
-    """One slot of an entity's face gallery (an SFace embedding)."""
+class GallerySlot(Record):
+    """One slot of an entity's gallery in some modality: an embedding and its quality."""
 
     id: str
     entity_id: str
@@ -119,15 +119,21 @@ class GalleryFace(Record):
     created_at: float = 0.0
 
 
-class GalleryBody(GalleryFace):
+class GalleryFace(GallerySlot):
+    """One slot of an entity's face gallery (an SFace embedding) and the pose it was seen in."""
+
+    turn: float = Field(0.0, description="how far the face was turned (nose offset in eye widths; >0.8 = profile)")
+
+
+class GalleryBody(GallerySlot):
     """One slot of an entity's body gallery (an appearance descriptor of its person box)."""
 
 
-class GalleryVoice(GalleryFace):
+class GalleryVoice(GallerySlot):
     """One slot of a person's voice gallery (a CAM++ speaker embedding)."""
 
 
-class GalleryObject(GalleryFace):
+class GalleryObject(GallerySlot):
     """One slot of an object entity's appearance gallery (colour/texture descriptor of its box)."""
 
     label: str = Field("", description="detector class, e.g. cat")

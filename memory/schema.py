@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 META_TABLE = "meta"
 
@@ -44,6 +44,8 @@ CAMERA_CONTEXT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 
 #: trace column added by migration 6: who spoke (entity ids or source-local voice labels).
 TRACE_V6_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
+#: columns migration 7 adds to ``gallery_face`` (the pose each slot was seen in)
+GALLERY_FACE_V7_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("turn", _f64),)
 
 
 def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
@@ -97,7 +99,7 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("reason", _str), ("channels_json", _str), ("created_at", _f64), *NOTIFICATION_V2_COLUMNS)),
         "gallery_face": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
-            ("keyframe_id", _str), ("created_at", _f64))),
+            ("keyframe_id", _str), ("created_at", _f64), *GALLERY_FACE_V7_COLUMNS)),
         "gallery_body": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
             ("keyframe_id", _str), ("created_at", _f64))),

@@ -44,7 +44,7 @@ from perception.drivers.speech_objects import (
     speech_text,
 )
 from perception.detectors.ocr import text_lines_likely
-from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities
+from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities, face_turn
 from perception.identity.service import IdentityService
 from perception.segmenting.keyframes import encode_jpeg, select_keyframes
 from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, frame_changed, segment_motion
@@ -353,11 +353,11 @@ def _carry_onto(run: SegmentAnalyzer, carry: _Carried, n_keyframes: int) -> tupl
 
 def _confident(run: SegmentAnalyzer, faces: list[FaceInput]) -> bool:
     """Every embedded key-frame face already matches a known entity clearly (extra frames add nothing)."""
-    embedded = [f.embedding for f in faces if f.embedding is not None]
+    embedded = [(f.embedding, face_turn(f.detection)) for f in faces if f.embedding is not None]
     if not embedded:
         return False
-    for vec in embedded:
-        cands = run.resolver.faces.candidates(vec, top=2)
+    for vec, turn in embedded:
+        cands = run.resolver.faces.candidates(vec, top=2, turn=turn)
         if not cands or cands[0].score < run.resolver.match_threshold + CONFIDENT_MARGIN:
             return False
         if len(cands) > 1 and cands[0].score - cands[1].score < run.resolver.margin:

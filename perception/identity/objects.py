@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from memory.models import GalleryObject, IdentityDecision, stable_id
+from memory.models import GalleryObject, GallerySlot, IdentityDecision, stable_id
 from perception.detectors.objects import ObjectDetection
 from perception.identity.reid import Gallery, Slot, unit
 
@@ -146,7 +146,7 @@ class ObjectResolver:
                 "kind": "object", "label": det.label, "frame_t": round(s.frame_t, 3), "box": list(det.box),
                 "det_score": round(det.score, 3), "keyframe_id": s.keyframe_id, "outcome": action,
                 "best": [best.entity_id, round(best.score, 4)] if best else None})
-        rows = self.gallery.rows(slots)
+        rows = self.gallery.rows(slots, GallerySlot)
         out.gallery = [GalleryObject(**r.model_dump(), label=self.meta[r.entity_id][0],
                                      camera_id=self.meta[r.entity_id][1]) for r in rows]
         for entity_id, items in evidence.items():

@@ -3,11 +3,13 @@
 Detectors and galleries (:mod:`perception.identity.reid`) only produce scored candidates; this module
 decides, per face evidence of a segment:
 
-* **unsafe** (no embedding, tiny, low detector score, blurred, cut off by the frame edge, turned
-  to profile): shown
+* **unsafe** (no embedding, tiny, low detector score, blurred, cut off by the frame edge): shown
   as an unidentified face, never written to a gallery, never given an identity;
 * **match**: best gallery similarity ≥ ``match_threshold`` and clear of the runner-up by
-  ``margin`` (a body-descriptor difference may break a near tie);
+  ``margin`` (a body-descriptor difference may break a near tie). Every face slot records its pose
+  (:func:`face_turn`); a frontal face compared with a profile slot scores
+  :data:`~perception.identity.reid.CROSS_POSE_DISCOUNT` lower (a gallery that has only seen a
+  profile cannot vouch for a frontal face);
 * **new**: best similarity < ``new_threshold`` and the evidence is *strong* (large, confident);
 * otherwise the evidence is **pending**: weak or ambiguous sightings are kept in short-term
   memory (bounded, expiring). When enough mutually similar pending sightings accumulate from
@@ -33,8 +35,7 @@ from memory.models import EntityKind, GalleryBody, GalleryFace, IdentityDecision
 from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetection
 from perception.identity.reid import Candidate, Gallery, Slot, unit
 
-__all__ = ["EntityIdSource", "FaceInput", "MAX_FACE_TURN", "Resolver", "SegmentIdentities", "face_quality",
-           "face_turn"]
+__all__ = ["EntityIdSource", "FaceInput", "Resolver", "SegmentIdentities", "face_quality", "face_turn"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,22 +96,15 @@ class SegmentIdentities:
         return list(dict.fromkeys(e for e in self.assignments if e is not None))
 
 
-#: Beyond this :func:`face_turn` a face is a profile. Measured on the repository's media with SFace:
-#: profile faces (turn 0.9–2.2) of the Hamilton pianist score at most 0.345 against his own frontal
-#: reference photo, yet up to 0.347 against five unrelated GRID speakers, so their embeddings carry
-#: no identity; frontal and three-quarter faces (turn ≤ 0.5) of Lin-Manuel Miranda score 0.45–0.74
-#: against his reference.
-MAX_FACE_TURN = 0.8
-
-
 def face_turn(det: FaceDetection) -> float:
     """How far a face is turned: the nose's horizontal offset from between the eyes, in eye distances.
 
     About 0 for a frontal face, 0.3–0.5 for three-quarter views, above 1 for profiles (the eyes
-    then nearly overlap in the image). Infinite when the landmarks are missing.
+    then nearly overlap in the image; :data:`~perception.identity.reid.PROFILE_TURN` separates them).
+    0 when the landmarks are missing.
     """
     if len(det.landmarks) < 3:
-        return float("inf")
+        return 0.0
     (rx, _), (lx, _), (nx, _) = det.landmarks[:3]
     return abs(nx - (rx + lx) / 2.0) / max(abs(lx - rx), 1e-6)
 
@@ -132,7 +126,6 @@ class Resolver:
         margin: a match must beat the runner-up by this much (else ambiguous).
         min_face_px, min_score, min_sharpness: safety gates; strong_face_px, strong_score: strength.
         min_visible: share of a face box that must lie inside the frame for it to be safe.
-        max_turn: a face turned further than this (:func:`face_turn`) is a profile, unsafe for identity.
         confirm_count: pending sightings (from distinct frames) that together confirm an entity.
         pending_segments: pending sightings expire after this many segments.
     """
@@ -143,12 +136,12 @@ class Resolver:
                  min_score: float = 0.75, min_sharpness: float = 15.0, strong_face_px: int = 40,
                  strong_score: float = 0.85, diverse_below: float = 0.9, max_slots: int = 8,
                  confirm_count: int = 2, pending_segments: int = 6, max_pending: int = 32,
-                 min_visible: float = 0.85, max_turn: float = MAX_FACE_TURN) -> None:
+                 min_visible: float = 0.85) -> None:
         self.match_threshold = match_threshold
         self.new_threshold = min(new_threshold, match_threshold)
         self.margin = margin
         self.min_face_px, self.min_score, self.min_sharpness = min_face_px, min_score, min_sharpness
-        self.min_visible, self.max_turn = min_visible, max_turn
+        self.min_visible = min_visible
         self.strong_face_px, self.strong_score = strong_face_px, strong_score
         self.confirm_count, self.pending_segments = confirm_count, pending_segments
         self.faces = Gallery.from_rows(gallery, max_slots=max_slots, diverse_below=diverse_below)
@@ -171,8 +164,6 @@ class Resolver:
             reasons.append(f"low score ({det.score:.2f})")
         if face.sharpness is not None and face.sharpness < self.min_sharpness:
             reasons.append(f"blurred ({face.sharpness:.0f})")
-        if face_turn(det) > self.max_turn:
-            reasons.append(f"turned to profile ({min(face_turn(det), 99.0):.1f} eye widths)")
         h, w = face.frame_shape
         x, y, bw, bh = det.box
         if w and h and bw > 0 and bh > 0:
@@ -184,8 +175,8 @@ class Resolver:
         return reasons
 
     def identifiable(self, det: FaceDetection) -> bool:
-        """Whether a detection is big, confident and frontal enough to be worth embedding."""
-        return det.size >= self.min_face_px and det.score >= self.min_score and face_turn(det) <= self.max_turn
+        """Whether a detection is big and confident enough to be worth embedding."""
+        return det.size >= self.min_face_px and det.score >= self.min_score
 
     def strong(self, face: FaceInput) -> bool:
         """Safe evidence good enough to create an entity or update a gallery."""
@@ -212,7 +203,8 @@ class Resolver:
             assert face.embedding is not None
             vec = unit(face.embedding)
             on_frame = taken.setdefault(face.frame_t, set())
-            cands = self._candidates(vec, on_frame, seen)
+            turn = face_turn(face.detection)
+            cands = self._candidates(vec, on_frame, seen, turn)
             best = cands[0] if cands else None
             second = cands[1] if len(cands) > 1 else None
             strong = self.strong(face)
@@ -220,7 +212,7 @@ class Resolver:
             outcome, entity_id = self._decide(face, vec, best, second, strong)
             if outcome == "pending":
                 self.pending.append(_Pending(vec, face.frame_t, segment_index, item))
-                entity_id, outcome, support = self._confirm_pending(vec)
+                entity_id, outcome, support = self._confirm_pending(vec, turn)
                 if outcome == "pending":
                     out.outcomes[pos] = "ambiguous" if best is not None and best.score >= self.new_threshold \
                         else "pending"
@@ -232,11 +224,9 @@ class Resolver:
                 out.new_entity_ids.append(entity_id)
             slot_id = stable_id("gal_", source, segment_index, pos)
             if entity_id not in self.faces.entities or (strong and outcome != "confirm_pending"):
-                written = (self.faces.seed(entity_id, Slot(slot_id, vec, face_quality(face.detection),
-                                                           face.keyframe_id, now))
-                           if entity_id not in self.faces.entities else
-                           self.faces.offer(entity_id, Slot(slot_id, vec, face_quality(face.detection),
-                                                            face.keyframe_id, now)))
+                slot = Slot(slot_id, vec, face_quality(face.detection), face.keyframe_id, now, round(turn, 3))
+                written = (self.faces.seed(entity_id, slot) if entity_id not in self.faces.entities
+                           else self.faces.offer(entity_id, slot))
                 if written is not None:
                     face_slots.append(written.id)
                     item["gallery"] = "face slot written"
@@ -255,7 +245,7 @@ class Resolver:
                                                        "runner_up": second})
             record["items"].append(item)  # type: ignore[union-attr]
         out.gallery_faces = self.faces.rows(face_slots)
-        out.gallery_bodies = [GalleryBody(**g.model_dump()) for g in self.bodies.rows(body_slots)]
+        out.gallery_bodies = self.bodies.rows(body_slots, GalleryBody)
         for entity_id, rec in per_entity.items():
             runner: Candidate | None = rec["runner_up"]  # type: ignore[assignment]
             out.decisions.append(IdentityDecision(
@@ -267,14 +257,15 @@ class Resolver:
                 evidence_json=json.dumps(rec["items"]), created_at=now))
         return out
 
-    def _candidates(self, vec: np.ndarray, exclude: set[str], seen: dict[str, list[np.ndarray]]) -> list[Candidate]:
+    def _candidates(self, vec: np.ndarray, exclude: set[str], seen: dict[str, list[np.ndarray]],
+                    turn: float = 0.0) -> list[Candidate]:
         """The two best entities for ``vec``: gallery slots, plus faces assigned earlier in this segment.
 
         Within one segment the same person shows several poses; a pose that only resembles the
         person's other pose in this shot (not yet in the gallery, e.g. a weak match) must still
         count as that person rather than as someone new.
         """
-        scores = {c.entity_id: c.score for c in self.faces.candidates(vec, exclude=exclude, top=3)}
+        scores = {c.entity_id: c.score for c in self.faces.candidates(vec, exclude=exclude, top=3, turn=turn)}
         for entity_id, vecs in seen.items():
             if entity_id not in exclude:
                 scores[entity_id] = max(scores.get(entity_id, -1.0), max(float(np.dot(vec, v)) for v in vecs))
@@ -292,7 +283,7 @@ class Resolver:
             face = faces[pos]
             if face.embedding is None or self.unsafe_reasons(face):
                 return -2.0
-            cands = self.faces.candidates(unit(face.embedding), top=1)
+            cands = self.faces.candidates(unit(face.embedding), top=1, turn=face_turn(face.detection))
             return cands[0].score if cands else -1.0
 
         return sorted(range(len(faces)), key=lambda pos: (-best(pos), pos))
@@ -312,14 +303,14 @@ class Resolver:
             return "pending", None
         return "match", best.entity_id
 
-    def _confirm_pending(self, vec: np.ndarray) -> tuple[str | None, str, int]:
+    def _confirm_pending(self, vec: np.ndarray, turn: float = 0.0) -> tuple[str | None, str, int]:
         """Try to confirm an entity from the pending sightings similar to ``vec``."""
         group = [p for p in self.pending if float(np.dot(p.vec, vec)) >= self.match_threshold]
         frames = {p.frame_t for p in group}
         if len(group) < self.confirm_count or len(frames) < min(self.confirm_count, 2):
             return None, "pending", len(group)
         centroid = unit(np.mean([p.vec for p in group], axis=0))
-        cands = self.faces.candidates(centroid, top=2)
+        cands = self.faces.candidates(centroid, top=2, turn=turn)
         if cands and self.new_threshold <= cands[0].score < self.match_threshold:
             return None, "pending", len(group)  # still ambiguous together: keep waiting, never force it
         confirmed = {id(p) for p in group}

@@ -122,7 +122,7 @@ class VoiceResolver:
                 runner_up=second.entity_id if second else None,
                 runner_up_score=round(second.score, 4) if second else None, reason=reason,
                 evidence_json=json.dumps([evidence]), created_at=now))
-        out.gallery = [GalleryVoice(**r.model_dump()) for r in self.gallery.rows(slots)]
+        out.gallery = self.gallery.rows(slots, GalleryVoice)
         return out
 
     def _voice(self, vec: np.ndarray) -> str:
