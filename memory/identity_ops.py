@@ -90,7 +90,11 @@ def _retarget_refs(store: MemoryStore, old: set[str], new: str | None, segments:
             r["entity_ids"] = _swap(r["entity_ids"], old, new)
         if table == "traces":
             for r in rows:
+                r["speakers"] = _swap(r.get("speakers") or [], old, new)
                 r["summary"] = _scrub(r["summary"], scrub) if scrub else r["summary"]
+                if scrub:  # who said what: the forgotten speaker's label goes too
+                    r["transcript"] = _scrub(r.get("transcript") or "", scrub)
+                    r["quotes"] = [_scrub(q, scrub) for q in r.get("quotes") or []]
                 r["text"] = trace_text(Trace.model_validate({k: r[k] for k in Trace.model_fields if k in r}))
             store.upsert_searchable("traces", rows)
         elif table == "schemas":
@@ -200,12 +204,13 @@ def merge_entities(store: MemoryStore, source_id: str, target_id: str) -> Entity
         raise ValueError(f"{source_id} and {target_id} are already the same entity ({target.id})")
     if source.kind != target.kind:
         raise ValueError(f"cannot merge a {source.kind} into a {target.kind}; pick two entities of one kind")
-    for table in ("gallery_face", "gallery_body", "identity_decisions"):
+    for table in ("gallery_face", "gallery_body", "gallery_voice", "gallery_object", "identity_decisions"):
         rows = store.scan_rows(table, f"entity_id = {sql_literal(source.id)}")
         if rows:
             store.upsert_rows(table, [{**r, "entity_id": target.id} for r in rows])
     _bound_gallery(store, "gallery_face", target.id)
     _bound_gallery(store, "gallery_body", target.id)
+    _bound_gallery(store, "gallery_voice", target.id)
     taken = {(r["source"], r["segment_index"]) for r in store.scan_rows(
         "observations", f"entity_id = {sql_literal(target.id)}")}
     moved = store.scan_rows("observations", f"entity_id = {sql_literal(source.id)}")
@@ -279,7 +284,8 @@ def forget_entity(store: MemoryStore, entity_id: str) -> ForgetReport:
     terms = sorted({*ids, *(r["name"] for r in entities if r["name"]), *(a for r in entities for a in r["aliases"])})
     report: ForgetReport = {}
     in_ids = f"entity_id IN {sql_in(sorted(ids))}"
-    for table in ("gallery_face", "gallery_body", "observations", "identity_decisions"):
+    for table in ("gallery_face", "gallery_body", "gallery_voice", "gallery_object", "observations",
+                  "identity_decisions"):
         report[table] = store.delete_rows(table, in_ids)
     report["facts"] = store.delete_rows("facts", _where_has(sorted(ids)))
     frames = store.scan_rows("keyframes", _where_has(sorted(ids)))

@@ -124,8 +124,11 @@ class LocalConsolidator:
         for other, sup in sorted(others.items()):
             if len(sup.days) >= self.min_days:
                 emit(f"with/{other}", "relation", f"{eid} is often seen with {other}", sup.ids)
+        # an object entity's description starts with its own class ("dog first seen on …"): a dog is
+        # not "often seen with a dog" because the detector saw itself
+        own = request.entity.description.split(" first seen", 1)[0].lower() if request.entity.kind == "object" else ""
         for label, sup in sorted(objects.items()):
-            if len(sup.days) >= self.min_days:
+            if len(sup.days) >= self.min_days and label != own:
                 emit(f"object/{label}", "attribute", f"{eid} is often seen with a {label}", sup.ids)
         given = (request.entity.name or "").strip().lower()
         for n, sup in sorted(names.items()):

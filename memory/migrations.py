@@ -16,7 +16,14 @@ import lancedb
 import pyarrow as pa
 
 from .errors import SchemaVersionError
-from .schema import CAMERA_CONTEXT_V4_COLUMNS, FACT_V4_COLUMNS, NOTIFICATION_V2_COLUMNS, table_schemas
+from .schema import (
+    CAMERA_CONTEXT_V4_COLUMNS,
+    FACT_V4_COLUMNS,
+    GALLERY_FACE_V7_COLUMNS,
+    NOTIFICATION_V2_COLUMNS,
+    TRACE_V6_COLUMNS,
+    table_schemas,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,3 +109,24 @@ def semantic_memory(ctx: MigrationContext) -> None:
 def id_allocation(ctx: MigrationContext) -> None:
     """Add the ``id_alloc`` table: atomic entity-id counters and claims shared by every writer."""
     ctx.db.create_table("id_alloc", schema=table_schemas(ctx.dim)["id_alloc"], exist_ok=True)
+
+
+@migration(6)
+def voices_and_objects(ctx: MigrationContext) -> None:
+    """Voice and object galleries (``gallery_voice``, ``gallery_object``) and who spoke in each trace."""
+    schemas = table_schemas(ctx.dim)
+    for name in ("gallery_voice", "gallery_object"):
+        ctx.db.create_table(name, schema=schemas[name], exist_ok=True)
+    table = ctx.db.open_table("traces")
+    missing = [pa.field(col, kind) for col, kind in TRACE_V6_COLUMNS if col not in table.schema.names]
+    if missing:
+        table.add_columns(pa.schema(missing))
+
+
+@migration(7)
+def face_poses(ctx: MigrationContext) -> None:
+    """The pose of every face slot (``gallery_face.turn``); slots stored before it count as frontal."""
+    table = ctx.db.open_table("gallery_face")
+    missing = {col: "CAST(0.0 AS DOUBLE)" for col, _ in GALLERY_FACE_V7_COLUMNS if col not in table.schema.names}
+    if missing:
+        table.add_columns(missing)

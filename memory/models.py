@@ -88,6 +88,8 @@ class Trace(Record):
     quotes: list[str] = Field(default_factory=list)
     keyframe_ids: list[str] = Field(default_factory=list)
     level: Literal["light", "full"] = "light"
+    speakers: list[str] = Field(default_factory=list, description=(
+        "who spoke, in order of first words: entity ids, or voice_<n> for a voice not tied to anyone"))
 
 
 class Keyframe(Record):
@@ -106,8 +108,8 @@ class Keyframe(Record):
     jpeg: bytes = Field(repr=False)
 
 
-class GalleryFace(Record):
-    """One slot of an entity's face gallery (an SFace embedding)."""
+class GallerySlot(Record):
+    """One slot of an entity's gallery in some modality: an embedding and its quality."""
 
     id: str
     entity_id: str
@@ -117,8 +119,25 @@ class GalleryFace(Record):
     created_at: float = 0.0
 
 
-class GalleryBody(GalleryFace):
+class GalleryFace(GallerySlot):
+    """One slot of an entity's face gallery (an SFace embedding) and the pose it was seen in."""
+
+    turn: float = Field(0.0, description="how far the face was turned (nose offset in eye widths; >0.8 = profile)")
+
+
+class GalleryBody(GallerySlot):
     """One slot of an entity's body gallery (an appearance descriptor of its person box)."""
+
+
+class GalleryVoice(GallerySlot):
+    """One slot of a person's voice gallery (a CAM++ speaker embedding)."""
+
+
+class GalleryObject(GallerySlot):
+    """One slot of an object entity's appearance gallery (colour/texture descriptor of its box)."""
+
+    label: str = Field("", description="detector class, e.g. cat")
+    camera_id: str = Field("", description="the camera the object is re-identified on")
 
 
 class IdentityDecision(Record):
@@ -194,6 +213,8 @@ class SegmentWrite(Record):
     entities: list[Entity] = Field(default_factory=list, description="new or updated entities")
     gallery_faces: list[GalleryFace] = Field(default_factory=list)
     gallery_bodies: list[GalleryBody] = Field(default_factory=list)
+    gallery_voices: list[GalleryVoice] = Field(default_factory=list)
+    gallery_objects: list[GalleryObject] = Field(default_factory=list)
     decisions: list[IdentityDecision] = Field(default_factory=list, description="identity decisions of the segment")
     source_size: int | None = None
     source_mtime: float | None = None

@@ -11,7 +11,8 @@ or merge applies to the next search):
   weekday names (``on Tuesday``, ``last Tuesday``), ``this/last week``, ``N minutes/hours/days ago``,
   ``in the last N hours``, ``at 3 pm`` / ``at 15:30`` (a ±1 h window, on the named day or today),
   ISO dates; resolved in the user's IANA time zone to wall-clock epoch seconds;
-* **order** — ``the first time`` / ``the last time`` / ``most recent``;
+* **order** — ``the first time`` / ``the last time`` / ``most recent``, or ``first`` / ``last`` closing
+  the question ("who spoke last");
 * **cameras** — camera ids written as words (``front_door`` ↔ "front door");
 * **objects and counts** — object words mapped to detector labels (``bike`` → bicycle,
   ``coffee`` → coffee cup / mug / cup) and people counts (``two people``, ``several people``, ``alone``).
@@ -364,6 +365,8 @@ def understand(raw: str, vocab: Vocabulary | None = None, tz: str | None = None,
         if cut.take(rf" (?:for )?(?:{pattern}) "):
             out.order = order  # type: ignore[assignment]
             break
+    if out.order is None and (m := cut.take(r" (first|last) $")):  # "who spoke in the studio last"
+        out.order = m.group(1)  # type: ignore[assignment]
     for camera in sorted(vocab.cameras, key=len, reverse=True):
         phrase = _norm(camera).rstrip()
         if phrase.strip() and cut.take(rf"(?: on| at| from| in)?(?: the)?{re.escape(phrase)}(?: camera| cam)?(?= )"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 
 META_TABLE = "meta"
 
@@ -42,6 +42,12 @@ CAMERA_CONTEXT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("notes", _str), ("locked", _strs), ("trace_count", _i64), ("baseline_json", _str))
 
 
+#: trace column added by migration 6: who spoke (entity ids or source-local voice labels).
+TRACE_V6_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
+#: columns migration 7 adds to ``gallery_face`` (the pose each slot was seen in)
+GALLERY_FACE_V7_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("turn", _f64),)
+
+
 def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
     out = [pa.field("user_id", _str, nullable=False), pa.field("id", _str, nullable=False)]
     for f in fields:
@@ -70,7 +76,7 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t_start", _f64),
             ("t_end", _f64), ("wall_start", _f64), ("summary", _str), ("entity_ids", _strs),
             ("objects", _strs), ("ocr_text", _str), ("transcript", _str), ("quotes", _strs),
-            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec)),
+            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec, *TRACE_V6_COLUMNS)),
         "schemas": pa.schema(_fields(
             ("camera_id", _str), ("source", _str), ("t_start", _f64), ("t_end", _f64),
             ("wall_start", _f64), ("wall_end", _f64), ("title", _str), ("text", _str),
@@ -93,10 +99,16 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("reason", _str), ("channels_json", _str), ("created_at", _f64), *NOTIFICATION_V2_COLUMNS)),
         "gallery_face": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
-            ("keyframe_id", _str), ("created_at", _f64))),
+            ("keyframe_id", _str), ("created_at", _f64), *GALLERY_FACE_V7_COLUMNS)),
         "gallery_body": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
             ("keyframe_id", _str), ("created_at", _f64))),
+        "gallery_voice": pa.schema(_fields(
+            ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
+            ("keyframe_id", _str), ("created_at", _f64))),
+        "gallery_object": pa.schema(_fields(
+            ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
+            ("keyframe_id", _str), ("created_at", _f64), ("label", _str), ("camera_id", _str))),
         "identity_decisions": pa.schema(_fields(
             ("entity_id", _str), ("action", _str), ("source", _str), ("camera_id", _str),
             ("segment_index", _i64), ("score", _f64), ("runner_up", _str), ("runner_up_score", _f64),

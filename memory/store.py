@@ -51,6 +51,8 @@ from .models import (
     Fact,
     GalleryBody,
     GalleryFace,
+    GalleryObject,
+    GalleryVoice,
     GetResult,
     IngestState,
     Keyframe,
@@ -437,6 +439,8 @@ class MemoryStore:
         self._upsert("entities", ent_rows)
         self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
         self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
+        self._upsert("gallery_voice", [f.model_dump() for f in seg.gallery_voices])
+        self._upsert("gallery_object", [f.model_dump() for f in seg.gallery_objects])
         put("identity_decisions", [d.model_dump() for d in seg.decisions])  # ids name the segment
         put("keyframes", [k.model_dump() for k in seg.keyframes])
         if rewrite:
@@ -550,6 +554,14 @@ class MemoryStore:
     def body_gallery(self) -> list[GalleryBody]:
         """All body-gallery slots of this user (for re-identification)."""
         return [_model_from_row(GalleryBody, r) for r in self._scan("gallery_body")]
+
+    def voice_gallery(self) -> list[GalleryVoice]:
+        """All voice-gallery slots of this user (speaker identification)."""
+        return [_model_from_row(GalleryVoice, r) for r in self._scan("gallery_voice")]
+
+    def object_gallery(self) -> list[GalleryObject]:
+        """All object-appearance slots of this user (object re-identification)."""
+        return [_model_from_row(GalleryObject, r) for r in self._scan("gallery_object")]
 
     def upsert_searchable(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
         """Insert or replace full rows of a searchable table, re-embedding their ``text`` (identity edits)."""

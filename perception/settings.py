@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = [
     "ASRConfig",
     "BodyConfig",
+    "COCOObjectsConfig",
     "ColorBodyConfig",
     "DEFAULT_MOTION_THRESHOLD",
     "DEFAULT_SCENE_THRESHOLD",
@@ -26,7 +27,10 @@ __all__ = [
     "PerceptionConfig",
     "RapidOCRConfig",
     "SFACE_MATCH_THRESHOLD",
+    "SpeakersConfig",
     "SSDObjectsConfig",
+    "OBJECT_ENTITY_CLASSES",
+    "ObjectEntitiesConfig",
     "Strict",
     "WhisperASRConfig",
     "YOLOObjectsConfig",
@@ -66,6 +70,16 @@ class NoBackendConfig(Strict):
 FacesConfig = Annotated[YuNetFacesConfig | NoBackendConfig, Field(discriminator="type")]
 
 
+class COCOObjectsConfig(Strict):
+    """A vendored COCO-80 detector (perception/models/): CenterNet (default) or NanoDet."""
+
+    type: Literal["coco"] = "coco"
+    model: Literal["centernet", "nanodet"] = Field(
+        "centernet", description="centernet: better hit rate on the repository's images; nanodet: ~2x faster")
+    threshold: float | None = Field(None, ge=0.0, le=1.0, description="minimum detection score (null = the "
+                                    "model's default: 0.25 centernet, 0.35 nanodet)")
+
+
 class SSDObjectsConfig(Strict):
     """The vendored SSD-MobileNetV2 household detector (24 classes, perception/models/)."""
 
@@ -82,7 +96,34 @@ class YOLOObjectsConfig(Strict):
     threshold: float = Field(0.5, ge=0.0, le=1.0)
 
 
-ObjectsConfig = Annotated[SSDObjectsConfig | YOLOObjectsConfig | NoBackendConfig, Field(discriminator="type")]
+ObjectsConfig = Annotated[COCOObjectsConfig | SSDObjectsConfig | YOLOObjectsConfig | NoBackendConfig,
+                          Field(discriminator="type")]
+
+#: detector classes that become remembered object entities by default (pets, vehicles, bags, bikes)
+OBJECT_ENTITY_CLASSES: tuple[str, ...] = (
+    "cat", "dog", "bird", "horse", "bicycle", "motorcycle", "car", "bus", "truck", "boat", "backpack", "handbag",
+    "suitcase", "umbrella", "laptop", "teddy bear")
+
+
+class ObjectEntitiesConfig(Strict):
+    """Which detected objects become entities (re-identified by appearance within a camera)."""
+
+    classes: list[str] = Field(default_factory=lambda: list(OBJECT_ENTITY_CLASSES),
+                               description="detector labels that become object entities; [] = none")
+    match_threshold: float = Field(0.8, gt=0.0, le=1.0, description="appearance cosine at which an object on "
+                                   "the same camera is the same entity")
+    min_box_px: int = Field(48, ge=8, le=2048, description="smaller boxes never create or update an entity")
+
+
+class SpeakersConfig(Strict):
+    """Speaker diarization (pyannote segmentation-3.0) + voice embeddings (CAM++), vendored ONNX."""
+
+    type: Literal["pyannote"] = "pyannote"
+    match_threshold: float = Field(0.65, gt=0.0, le=1.0, description="CAM++ cosine at which two voices are the "
+                                   "same speaker")
+
+
+SpeakersChoice = Annotated[SpeakersConfig | NoBackendConfig, Field(discriminator="type")]
 
 
 class RapidOCRConfig(Strict):
@@ -150,7 +191,9 @@ class PerceptionConfig(Strict):
     jpeg_max_side: int = Field(640, ge=64, le=4096, description="longest side of a stored key frame")
     jpeg_quality: int = Field(75, ge=10, le=100, description="JPEG quality of stored key frames (75: ~18 KB at 640 px)")
     faces: FacesConfig = Field(default_factory=YuNetFacesConfig)
-    objects: ObjectsConfig = Field(default_factory=SSDObjectsConfig)
+    objects: ObjectsConfig = Field(default_factory=COCOObjectsConfig)
+    object_entities: ObjectEntitiesConfig = Field(default_factory=ObjectEntitiesConfig)
+    speakers: SpeakersChoice = Field(default_factory=SpeakersConfig)
     ocr: OCRConfig = Field(default_factory=RapidOCRConfig)
     asr: ASRConfig = Field(default_factory=WhisperASRConfig)
     body: BodyConfig = Field(default_factory=ColorBodyConfig)
@@ -193,11 +236,21 @@ class PerceptionConfig(Strict):
         return self._on(self.body)
 
     @property
+    def speakers_on(self) -> bool:
+        """Speech is diarized and voices are matched to people."""
+        return self._on(self.speakers)
+
+    @property
     def face_match_threshold(self) -> float:
         return getattr(self.faces, "match_threshold", SFACE_MATCH_THRESHOLD)
 
     @property
+    def object_type(self) -> str:
+        return self.objects.type
+
+    @property
     def object_model(self) -> str | None:
+        """The user model path (``yolo``), the vendored model name (``coco``), else ``None``."""
         return getattr(self.objects, "model", None)
 
     @property
@@ -205,7 +258,7 @@ class PerceptionConfig(Strict):
         return getattr(self.objects, "labels", None)
 
     @property
-    def object_threshold(self) -> float:
+    def object_threshold(self) -> float | None:
         return getattr(self.objects, "threshold", 0.5)
 
     @property

@@ -284,7 +284,7 @@ class AccessConfig(Strict):
     """What tool calls may reach (sources in this manifest are trusted and not checked); see tools/access.py."""
 
     roots: list[str] | None = Field(None, max_length=64, description=(
-        "folders whose files tool calls may read (capture_start, entity_update image_path); "
+        "folders whose files tool calls may read (capture_start, entity_update image_path/audio_path); "
         "null = your home directory and the ReflectWorld data directory"))
     hidden: bool = Field(False, description="allow hidden folders (.ssh, .config, …) below a root")
     url_schemes: list[Literal["rtsp", "rtsps", "http", "https"]] = Field(

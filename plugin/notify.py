@@ -125,11 +125,11 @@ class NotificationService:
         self.vlm = vlm
         self.cameras = [s.camera_id for s in manifest.sources if s.camera_id]
         p = manifest.perception
-        self.labels = detector_labels(p.object_model, p.object_labels) if p.objects_on else []
+        self.labels = detector_labels(p.object_model, p.object_labels, p.object_type) if p.objects_on else []
         self.config = manifest.notifications
         self.hub = hub or NotificationHub()
         self.delivery = delivery
-        self.matcher = matcher or RuleMatcher(box_provider=_lazy_boxes())
+        self.matcher = matcher or RuleMatcher(box_provider=_lazy_boxes(p))
         self.clock = clock
         self._lock = threading.RLock()
         self._recent: dict[tuple[str, str, str], _Recent] = {}
@@ -400,23 +400,23 @@ def _text_key(text: str) -> str:
     return " ".join(text.lower().split()).strip(" .!?")
 
 
-def _object_detector() -> Any:
-    """The vendored SSD object detector, or None where that module is unavailable."""
+def _object_detector(settings: Any) -> Any:
+    """The manifest's object detector (the one that filled trace.objects), or None where unavailable."""
     try:
-        from perception.detectors.objects import SSDObjectDetector
+        from perception.detectors.backends import object_detector
     except ImportError:
         logger.warning("object detector unavailable; zone/overlap rules only see face boxes")
         return None
-    return SSDObjectDetector()
+    return object_detector(settings) if settings is not None else None
 
 
-def _lazy_boxes() -> Callable[[SegmentWrite], list[Box]]:
+def _lazy_boxes(settings: Any = None) -> Callable[[SegmentWrite], list[Box]]:
     """A box provider that loads its models only the first time a zone/overlap rule needs boxes."""
     holder: list[KeyframeBoxes] = []
 
     def provide(write: SegmentWrite) -> list[Box]:
         if not holder:
-            holder.append(KeyframeBoxes(objects=_object_detector()))
+            holder.append(KeyframeBoxes(objects=_object_detector(settings)))
         return holder[0](write)
 
     return provide

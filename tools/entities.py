@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from memory.identity_ops import enrol_face, entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity, Fact
+from memory.voice_ops import enrol_voice
 from perception.identity.reference import reference_views
 from tools.access import policy_of
 from tools.errors import tool_errors
@@ -94,17 +95,19 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
 
     def entity_update(
         action: Annotated[Literal["name", "merge", "split", "forget"], Field(description=(
-            "name: set entity_id's name, or enrol image_path's face under name; merge: entity_id into into_id; "
+            "name: set entity_id's name, or enrol image_path's face / audio_path's voice under name; merge: entity_id into into_id; "
             "split: move observation_ids of entity_id to a new entity; forget: erase entity_id for good"))],
         ctx: Context[Any],
         entity_id: Annotated[str | None, Field(description="the entity to edit, e.g. person_0003")] = None,
         name: Annotated[str | None, Field(description="name: the display name to give")] = None,
         image_path: Annotated[str | None, Field(description=(
             "name: a reference photo (path on the server) whose face is enrolled under name"))] = None,
+        audio_path: Annotated[str | None, Field(description=(
+            "name: a speech recording of one person (path on the server) whose voice is enrolled under name"))] = None,
         into_id: Annotated[str | None, Field(description="merge: the entity that absorbs entity_id")] = None,
         observation_ids: Annotated[list[str] | None, Field(description="split: obs_… ids (from entity_get)")] = None,
     ) -> Annotated[CallToolResult, EntityUpdateResult]:
-        """Correct identities: name a person (or enrol a reference photo under a name), merge two entities
+        """Correct identities: name a person (or enrol a reference photo or voice sample under a name), merge two entities
         that are the same person, split wrongly merged sightings off, or forget an entity completely
         (galleries, observations, facts and key frames where it was the only subject are erased)."""
         app = ctx.request_context.lifespan_context
@@ -112,7 +115,11 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         with tool_errors("entity_update"), (identity.lock if identity is not None else nullcontext()):
             if image_path:
                 image_path = str(policy_of(ctx).check_path(image_path, "image_path"))
-            result = _update(app.store, action, entity_id, name, image_path, into_id, observation_ids)
+            if action == "name" and audio_path:
+                audio_path = str(policy_of(ctx).check_path(audio_path, "audio_path"))
+                result = _enrol_voice(app.store, _need(name, "name", action), audio_path, entity_id)
+            else:
+                result = _update(app.store, action, entity_id, name, image_path, into_id, observation_ids)
             if identity is not None:  # running captures resolve against the edited galleries from now on
                 identity.edited()
         return structured(result, _update_summary(result))
@@ -126,6 +133,15 @@ def _need(value: Any, what: str, action: str) -> Any:
     if not value:
         raise ValueError(f"action={action!r} needs {what}")
     return value
+
+
+def _enrol_voice(store: Any, name: str, audio_path: str, entity_id: str | None) -> EntityUpdateResult:
+    """Enrol the voice in ``audio_path`` under ``name`` (see :mod:`memory.voice_ops`)."""
+    from perception.identity.voices import voice_sample
+
+    entity, how = enrol_voice(store, name, voice_sample(audio_path), reference=audio_path, entity_id=entity_id)
+    return EntityUpdateResult(action="name", entity=entity,
+                              message=f"enrolled the voice in {audio_path} as {name} on {entity.id} ({how})")
 
 
 def _update(store: Any, action: str, entity_id: str | None, name: str | None, image_path: str | None,

@@ -176,7 +176,8 @@ def _keyframe_ids_for(store: Any, item_id: str) -> list[str]:
     """Key-frame ids behind any memory id (a key-frame id stands for itself)."""
     if item_id.startswith("kf_"):
         return [item_id]
-    result = store.get(item_id, neighbors=0)
+    # an entity's latest observations: one heard only by voice (off screen) has no key frames
+    result = store.get(item_id, neighbors=5 if item_id.startswith(("person_", "object_")) else 0)
     ids = list(result.item.get("keyframe_ids") or [])
     if not ids and result.level == "entities":
         for obs in result.after:

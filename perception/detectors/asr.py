@@ -133,7 +133,7 @@ class WhisperTranscriber:
 
 
 class TurnTranscripts:
-    """A file's speech transcribed once per turn; each segment takes the words that start inside it.
+    """A file's speech transcribed once per turn; each segment takes the words centred inside it.
 
     Whisper encodes a fixed 30 s window whatever the audio's length, so transcribing every short
     segment on its own paid that window again and again (about 0.6 CPU-s a segment). Speech
@@ -166,7 +166,7 @@ class TurnTranscripts:
         self._done: dict[int, Transcript] = {}
 
     def span(self, start_s: float, end_s: float) -> Transcript:
-        """The words of the speech turns that start in ``[start_s, end_s)``, as one transcript."""
+        """The words of the speech turns whose middles fall in ``[start_s, end_s)``, as one transcript."""
         words: list[Word] = []
         for i, (a, b) in enumerate(self.turns):
             if b + self.pad_s <= start_s or a - self.pad_s >= end_s:
@@ -174,7 +174,11 @@ class TurnTranscripts:
             if i not in self._done:
                 lo = max(0.0, a - self.pad_s)
                 self._done[i] = self.transcriber.transcribe(self.audio(lo, b + self.pad_s)).shifted(lo)
-            words.extend(w for w in self._done[i].words if start_s <= w.start < end_s)
+            # A word belongs to the segment that holds its middle, clamped into its turn: Whisper
+            # often dates a turn's first word a little before the voice activity starts, which
+            # would strand it in the silent segment before the turn.
+            words.extend(w for w in self._done[i].words
+                         if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s)
         for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
             del self._done[i]
         text = " ".join(w.text for w in words).strip()

@@ -236,12 +236,16 @@ def _clip(label: str, score: float, box: np.ndarray, w: int, h: int) -> ObjectDe
                            box=(int(round(x0)), int(round(y0)), int(round(x1 - x0)), int(round(y1 - y0))))
 
 
-def detector_labels(model: str | None = None, labels: str | None = None) -> list[str]:
-    """The class names a detector reports (lower case): the bundled SSD's, or a YOLO label file's.
+def detector_labels(model: str | None = None, labels: str | None = None, kind: str = "coco") -> list[str]:
+    """The class names a detector reports (lower case): COCO-80 (the default), the SSD's, or a YOLO label file's.
 
     Reads only the label file (no model is loaded); an unreadable file gives an empty list.
     """
-    path = Path(labels) if model is not None and labels else SSD_LABELS
+    if kind == "coco" and not labels:
+        from perception.detectors.coco import COCO_LABELS
+
+        return list(COCO_LABELS)
+    path = Path(labels) if labels and (kind == "yolo" or model is not None) else SSD_LABELS
     try:
         names = [line.strip().lower() for line in path.read_text(encoding="utf-8").splitlines()]
     except OSError:

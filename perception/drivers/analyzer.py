@@ -35,8 +35,16 @@ from perception.detectors.backends import Perceivers, load_perceivers
 from perception.detectors.body import body_quality
 from perception.detectors.faces import FaceDetector, FaceEmbedder
 from perception.detectors.objects import ObjectDetection
+from perception.drivers.speech_objects import (
+    mouth_motion,
+    object_observation,
+    resolve_objects,
+    resolve_speech,
+    said_by,
+    speech_text,
+)
 from perception.detectors.ocr import text_lines_likely
-from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities
+from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities, face_turn
 from perception.identity.service import IdentityService
 from perception.segmenting.keyframes import KeyframePick, encode_jpeg, select_keyframes
 from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, frame_changed, segment_motion
@@ -170,6 +178,9 @@ class SegmentAnalyzer:
         self.settings, self.store, self.identity = p.settings, p.store, p.identity
         self.scheduler, self.vlm_stage, self.active_rules = p.scheduler, p.vlm_stage, p.active_rules
         self.resolver: Resolver = p.identity.resolver()
+        oe = self.settings.object_entities
+        self.object_resolver = p.identity.object_resolver(oe.classes, oe.match_threshold, oe.min_box_px)
+        self.voice_resolver = p.identity.voice_resolver(getattr(self.settings.speakers, "match_threshold", 0.65))
         self.detector: FaceDetector | None = None
         self.embedder: FaceEmbedder | None = None
         self.perceivers: Perceivers | None = None
@@ -383,11 +394,11 @@ def _carry_onto(run: SegmentAnalyzer, carry: _Carried, n_keyframes: int) -> tupl
 
 def _confident(run: SegmentAnalyzer, faces: list[FaceInput]) -> bool:
     """Every embedded key-frame face already matches a known entity clearly (extra frames add nothing)."""
-    embedded = [f.embedding for f in faces if f.embedding is not None]
+    embedded = [(f.embedding, face_turn(f.detection)) for f in faces if f.embedding is not None]
     if not embedded:
         return False
-    for vec in embedded:
-        cands = run.resolver.faces.candidates(vec, top=2)
+    for vec, turn in embedded:
+        cands = run.resolver.faces.candidates(vec, top=2, turn=turn)
         if not cands or cands[0].score < run.resolver.match_threshold + CONFIDENT_MARGIN:
             return False
         if len(cands) > 1 and cands[0].score - cands[1].score < run.resolver.margin:
@@ -472,13 +483,16 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     labels: dict[str, int] = {}  # object label → most seen on one key frame
     text_lines: list[str] = []
     transcript = Transcript()
+    frame_objects: list[tuple[np.ndarray, float, str, list[ObjectDetection]]] = []
+    extra: list[FaceInput] = []
     if carry is not None:  # static and silent: what the last analysis saw is still there
         ids, faces, per_frame = _carry_onto(run, carry, len(picks))
         labels, text_lines = dict(carry.labels), list(carry.text_lines)
     else:
         if deep:
             found = _perceive_keyframes(run, images, picks, kf_ids)
-            for image, (fs, objects) in zip(images, found):
+            for image, p, kf_id, (fs, objects) in zip(images, picks, kf_ids, found):
+                frame_objects.append((image, p.frame.t, kf_id, objects))
                 start = len(faces)
                 faces.extend(_add_bodies(run, fs, image, objects))
                 per_frame.append((start, len(faces)))
@@ -490,18 +504,28 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
             per_frame = [(0, 0)] * len(picks)
         extra = _identity_faces(run, segment, images, faces) if deep else []
         ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
+    objs = resolve_objects(run, frame_objects, src, idx, wall)
+    speech = None
+    if deep and carry is None:
+        on_screen = ids.entity_ids
+        talking = mouth_motion([(f.t, f.image_bgr) for f in segment.frames], faces + extra, ids.assignments) \
+            if len(on_screen) > 1 else None
+        speech = resolve_speech(run, segment, transcript, on_screen, src, idx, wall, talking=talking)
+    heard = [e for e in (speech.voices.entities if speech else {}) if e not in ids.entity_ids]
     run.last_t_end, run.last_people = segment.t_end, max(len(ids.entity_ids), labels.get("person", 0))
     run.last_objects = list(labels)
 
     # Entities: follow merges, then update last_seen once per segment (sightings: the store counts).
     canonical: dict[str, str] = {}
     entities: list[Entity] = []
-    for entity_id in ids.entity_ids:
-        existing = None if entity_id in ids.new_entity_ids else _entity(run, entity_id)
+    for entity_id in [*ids.entity_ids, *heard, *objs.entity_ids]:
+        existing = None if entity_id in ids.new_entity_ids or entity_id in objs.new_entity_ids \
+            else _entity(run, entity_id)
         if existing is None:
-            entity = Entity(id=entity_id, kind="person", description=f"person first seen on {run.camera_id} "
-                            f"at {format_ts(segment.t_start)}", first_seen=wall, last_seen=wall, sightings=1,
-                            cameras=[run.camera_id])
+            what = objs.labels.get(entity_id, "person")
+            entity = Entity(id=entity_id, kind="object" if entity_id in objs.labels else "person",
+                            description=f"{what} first seen on {run.camera_id} at {format_ts(segment.t_start)}",
+                            first_seen=wall, last_seen=wall, sightings=1, cameras=[run.camera_id])
         else:
             cameras = existing.cameras if run.camera_id in existing.cameras else [*existing.cameras, run.camera_id]
             entity = existing.model_copy(update={"last_seen": max(existing.last_seen, wall),
@@ -525,6 +549,9 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         for pick, (b, e) in zip(picks, per_frame)
     ]
     names = {e.id: e.name for e in entities if e.name}
+    if speech is not None and speech.utterances:
+        spoken, quotes = speech_text(speech, {canonical.get(k, k): v for k, v in names.items()})
+        transcript = type(transcript)(spoken, quotes, transcript.words)
     facts = SegmentFacts(t_start=segment.t_start, t_end=segment.t_end, images=[f.image_bgr for f in segment.frames],
                          analysed=analysed, names=names, first=idx == 0,
                          scene_cut=segment.cut_score >= s.scene_threshold,
@@ -538,42 +565,71 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         text = vlm.description
     else:
         text = run.describer.describe(facts)
+    if objs.entity_ids:  # remembered things by id, so a search for "the cat" reaches its entity
+        text.summary += " Object entities: " + ", ".join(
+            f"{canonical.get(e, e)} ({objs.labels[e]})" for e in objs.entity_ids) + "."
     if use_vlm and run.two_phase:  # live_latency: commit identities now, let the VLM enrich the text after
         images, entity_list = [p.frame.image_bgr for p in picks], [e.id for e in entities]
         run._enrichment = lambda first: enrich_write(first, _vlm_result(run, facts, images, faces, per_frame,
                                                                         assigned, entity_list))
 
+    on_frame = {kf: [canonical.get(e, e) for s, e in zip(objs.sightings, objs.assignments)
+                     if e is not None and s.keyframe_id == kf] for kf in kf_ids}
     keyframes = [
         Keyframe(id=kf_id, camera_id=run.camera_id, source=src, segment_index=idx, t=pick.frame.t,
                  wall_time=run.wall_clock(pick.frame.t), quality=pick.quality, width=pick.frame.image_bgr.shape[1],
                  height=pick.frame.image_bgr.shape[0],
-                 entity_ids=list(dict.fromkeys(e for e in a.entity_ids if e is not None)),
+                 entity_ids=list(dict.fromkeys([*(e for e in a.entity_ids if e is not None), *on_frame[kf_id]])),
                  jpeg=encode_jpeg(pick.frame.image_bgr, s.jpeg_max_side, s.jpeg_quality))
         for pick, kf_id, a in zip(picks, kf_ids, analysed)
     ]
     entity_ids = [e.id for e in entities]
+    people = [e.id for e in entities if e.kind == "person"]
+    texts = dict(text.observations)
+    for e in entities:
+        if e.id in texts:
+            continue
+        raw = next((k for k, v in canonical.items() if v == e.id and k in objs.labels), None)
+        if raw is not None:
+            texts[e.id] = object_observation(e.id, objs.labels[raw], e.name, segment.t_start, segment.t_end,
+                                             run.camera_id, objs.sightings, objs.assignments, people)
+        elif speech is not None and e.id in speech.voices.entities:
+            texts[e.id] = (f"{e.name + ' (' + e.id + ')' if e.name else e.id} heard (voice, not on screen) "
+                           f"{format_ts(segment.t_start)}–{format_ts(segment.t_end)} on {run.camera_id}.")
+    if speech is not None:
+        for eid in list(texts):
+            words = said_by(speech, eid) or next((said_by(speech, k) for k, v in canonical.items()
+                                                  if v == eid and k != eid), "")
+            if words:
+                texts[eid] += f' Said: "{words}"'
+    similarity = {**ids.similarity, **objs.similarity, **(speech.voices.entities if speech else {})}
     observations = [
         Observation(id=stable_id("obs_", src, idx, eid), entity_id=eid, camera_id=run.camera_id, source=src,
                     segment_index=idx, t_start=segment.t_start, t_end=segment.t_end, wall_start=wall,
-                    text=text.observations[eid], keyframe_ids=[k.id for k in keyframes if eid in k.entity_ids],
-                    confidence=round(_confidence(ids.similarity, canonical, eid), 4))
-        for eid in entity_ids if eid in text.observations
+                    text=texts[eid], keyframe_ids=[k.id for k in keyframes if eid in k.entity_ids],
+                    confidence=round(_confidence(similarity, canonical, eid), 4))
+        for eid in entity_ids if eid in texts
     ]
     trace = Trace(id=stable_id("trc_", src, idx), camera_id=run.camera_id, source=src, segment_index=idx,
                   t_start=segment.t_start, t_end=segment.t_end, wall_start=wall, summary=text.summary,
                   entity_ids=entity_ids, objects=list(labels), ocr_text=" | ".join(text_lines),
                   transcript=transcript.text, quotes=transcript.sentences, keyframe_ids=kf_ids,
-                  level="full" if full else "light")
+                  level="full" if full else "light",
+                  speakers=[canonical.get(x, x) for x in speech.speakers] if speech is not None else [])
     gallery = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)}) for g in ids.gallery_faces]
     bodies = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)}) for g in ids.gallery_bodies]
-    decisions = [d.model_copy(update={"entity_id": canonical.get(d.entity_id, d.entity_id)}) for d in ids.decisions]
+    decisions = [d.model_copy(update={"entity_id": canonical.get(d.entity_id, d.entity_id)})
+                 for d in [*ids.decisions, *objs.decisions, *(speech.voices.decisions if speech else [])]]
+    voices = [g.model_copy(update={"entity_id": canonical.get(g.entity_id, g.entity_id)})
+              for g in (speech.voices.gallery if speech else [])]
     logger.debug("segment %d %.2f–%.2fs: %d key frames, %d faces, entities %s, objects %s", idx, segment.t_start,
                  segment.t_end, len(keyframes), len(faces), entity_ids, list(labels))
     return SegmentWrite(source=src, camera_id=run.camera_id, segment_index=idx, trace=trace,
                         observations=observations, keyframes=keyframes, entities=entities, gallery_faces=gallery,
-                        gallery_bodies=bodies, decisions=decisions, source_size=run.size, source_mtime=run.mtime,
+                        gallery_bodies=bodies, gallery_voices=voices, gallery_objects=objs.gallery,
+                        decisions=decisions, source_size=run.size, source_mtime=run.mtime,
                         vlm_signals=vlm_signals(vlm), risk=vlm.risk if vlm is not None else "none",
-                        people=max([len(entity_ids), labels.get("person", 0), *(e - b for b, e in per_frame)]))
+                        people=max([len(people), labels.get("person", 0), *(e - b for b, e in per_frame)]))
 
 
 def _confidence(similarity: dict[str, float], canonical: dict[str, str], entity_id: str) -> float:

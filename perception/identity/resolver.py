@@ -6,7 +6,10 @@ decides, per face evidence of a segment:
 * **unsafe** (no embedding, tiny, low detector score, blurred, cut off by the frame edge): shown
   as an unidentified face, never written to a gallery, never given an identity;
 * **match**: best gallery similarity ≥ ``match_threshold`` and clear of the runner-up by
-  ``margin`` (a body-descriptor difference may break a near tie);
+  ``margin`` (a body-descriptor difference may break a near tie). Every face slot records its pose
+  (:func:`face_turn`); a frontal face compared with a profile slot scores
+  :data:`~perception.identity.reid.CROSS_POSE_DISCOUNT` lower (a gallery that has only seen a
+  profile cannot vouch for a frontal face);
 * **new**: best similarity < ``new_threshold`` and the evidence is *strong* (large, confident);
 * otherwise the evidence is **pending**: weak or ambiguous sightings are kept in short-term
   memory (bounded, expiring). When enough mutually similar pending sightings accumulate from
@@ -32,7 +35,7 @@ from memory.models import EntityKind, GalleryBody, GalleryFace, IdentityDecision
 from perception.detectors.faces import SFACE_MATCH_THRESHOLD, FaceDetection
 from perception.identity.reid import Candidate, Gallery, Slot, unit
 
-__all__ = ["EntityIdSource", "FaceInput", "Resolver", "SegmentIdentities", "face_quality"]
+__all__ = ["EntityIdSource", "FaceInput", "Resolver", "SegmentIdentities", "face_quality", "face_turn"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +94,19 @@ class SegmentIdentities:
     def entity_ids(self) -> list[str]:
         """Distinct resolved entities, in order of first appearance."""
         return list(dict.fromkeys(e for e in self.assignments if e is not None))
+
+
+def face_turn(det: FaceDetection) -> float:
+    """How far a face is turned: the nose's horizontal offset from between the eyes, in eye distances.
+
+    About 0 for a frontal face, 0.3–0.5 for three-quarter views, above 1 for profiles (the eyes
+    then nearly overlap in the image; :data:`~perception.identity.reid.PROFILE_TURN` separates them).
+    0 when the landmarks are missing.
+    """
+    if len(det.landmarks) < 3:
+        return 0.0
+    (rx, _), (lx, _), (nx, _) = det.landmarks[:3]
+    return abs(nx - (rx + lx) / 2.0) / max(abs(lx - rx), 1e-6)
 
 
 def face_quality(det: FaceDetection) -> float:
@@ -187,7 +203,8 @@ class Resolver:
             assert face.embedding is not None
             vec = unit(face.embedding)
             on_frame = taken.setdefault(face.frame_t, set())
-            cands = self._candidates(vec, on_frame, seen)
+            turn = face_turn(face.detection)
+            cands = self._candidates(vec, on_frame, seen, turn)
             best = cands[0] if cands else None
             second = cands[1] if len(cands) > 1 else None
             strong = self.strong(face)
@@ -195,7 +212,7 @@ class Resolver:
             outcome, entity_id = self._decide(face, vec, best, second, strong)
             if outcome == "pending":
                 self.pending.append(_Pending(vec, face.frame_t, segment_index, item))
-                entity_id, outcome, support = self._confirm_pending(vec)
+                entity_id, outcome, support = self._confirm_pending(vec, turn)
                 if outcome == "pending":
                     out.outcomes[pos] = "ambiguous" if best is not None and best.score >= self.new_threshold \
                         else "pending"
@@ -207,11 +224,9 @@ class Resolver:
                 out.new_entity_ids.append(entity_id)
             slot_id = stable_id("gal_", source, segment_index, pos)
             if entity_id not in self.faces.entities or (strong and outcome != "confirm_pending"):
-                written = (self.faces.seed(entity_id, Slot(slot_id, vec, face_quality(face.detection),
-                                                           face.keyframe_id, now))
-                           if entity_id not in self.faces.entities else
-                           self.faces.offer(entity_id, Slot(slot_id, vec, face_quality(face.detection),
-                                                            face.keyframe_id, now)))
+                slot = Slot(slot_id, vec, face_quality(face.detection), face.keyframe_id, now, round(turn, 3))
+                written = (self.faces.seed(entity_id, slot) if entity_id not in self.faces.entities
+                           else self.faces.offer(entity_id, slot))
                 if written is not None:
                     face_slots.append(written.id)
                     item["gallery"] = "face slot written"
@@ -230,7 +245,7 @@ class Resolver:
                                                        "runner_up": second})
             record["items"].append(item)  # type: ignore[union-attr]
         out.gallery_faces = self.faces.rows(face_slots)
-        out.gallery_bodies = [GalleryBody(**g.model_dump()) for g in self.bodies.rows(body_slots)]
+        out.gallery_bodies = self.bodies.rows(body_slots, GalleryBody)
         for entity_id, rec in per_entity.items():
             runner: Candidate | None = rec["runner_up"]  # type: ignore[assignment]
             out.decisions.append(IdentityDecision(
@@ -242,14 +257,15 @@ class Resolver:
                 evidence_json=json.dumps(rec["items"]), created_at=now))
         return out
 
-    def _candidates(self, vec: np.ndarray, exclude: set[str], seen: dict[str, list[np.ndarray]]) -> list[Candidate]:
+    def _candidates(self, vec: np.ndarray, exclude: set[str], seen: dict[str, list[np.ndarray]],
+                    turn: float = 0.0) -> list[Candidate]:
         """The two best entities for ``vec``: gallery slots, plus faces assigned earlier in this segment.
 
         Within one segment the same person shows several poses; a pose that only resembles the
         person's other pose in this shot (not yet in the gallery, e.g. a weak match) must still
         count as that person rather than as someone new.
         """
-        scores = {c.entity_id: c.score for c in self.faces.candidates(vec, exclude=exclude, top=3)}
+        scores = {c.entity_id: c.score for c in self.faces.candidates(vec, exclude=exclude, top=3, turn=turn)}
         for entity_id, vecs in seen.items():
             if entity_id not in exclude:
                 scores[entity_id] = max(scores.get(entity_id, -1.0), max(float(np.dot(vec, v)) for v in vecs))
@@ -267,7 +283,7 @@ class Resolver:
             face = faces[pos]
             if face.embedding is None or self.unsafe_reasons(face):
                 return -2.0
-            cands = self.faces.candidates(unit(face.embedding), top=1)
+            cands = self.faces.candidates(unit(face.embedding), top=1, turn=face_turn(face.detection))
             return cands[0].score if cands else -1.0
 
         return sorted(range(len(faces)), key=lambda pos: (-best(pos), pos))
@@ -287,14 +303,14 @@ class Resolver:
             return "pending", None
         return "match", best.entity_id
 
-    def _confirm_pending(self, vec: np.ndarray) -> tuple[str | None, str, int]:
+    def _confirm_pending(self, vec: np.ndarray, turn: float = 0.0) -> tuple[str | None, str, int]:
         """Try to confirm an entity from the pending sightings similar to ``vec``."""
         group = [p for p in self.pending if float(np.dot(p.vec, vec)) >= self.match_threshold]
         frames = {p.frame_t for p in group}
         if len(group) < self.confirm_count or len(frames) < min(self.confirm_count, 2):
             return None, "pending", len(group)
         centroid = unit(np.mean([p.vec for p in group], axis=0))
-        cands = self.faces.candidates(centroid, top=2)
+        cands = self.faces.candidates(centroid, top=2, turn=turn)
         if cands and self.new_threshold <= cands[0].score < self.match_threshold:
             return None, "pending", len(group)  # still ambiguous together: keep waiting, never force it
         confirmed = {id(p) for p in group}

@@ -62,6 +62,11 @@ class IdentityService:
         self.lock = threading.RLock()
         self.faces = Gallery(max_slots=max_slots, diverse_below=0.9)
         self.bodies = Gallery(max_slots=max_slots, diverse_below=0.97, min_quality=0.3)
+        #: voice galleries (CAM++) of people, and appearance galleries of object entities
+        self.voices = Gallery(max_slots=max_slots, diverse_below=0.95)
+        self.objects = Gallery(max_slots=max_slots, diverse_below=0.95)
+        #: object entity → (class label, camera) it is re-identified on
+        self.object_meta: dict[str, tuple[str, str]] = {}
         self.reserved: set[str] = set()
         self._entities: dict[str, Entity] = {}
         self._epoch_path = _epoch_path(getattr(store, "uri", None))
@@ -82,6 +87,15 @@ class IdentityService:
             for row in (body_rows() if body_rows is not None else []):
                 self.bodies.seed(row.entity_id, Slot(row.id, unit(np.asarray(row.embedding)), row.quality,
                                                      row.keyframe_id, row.created_at))
+            self.object_meta.clear()
+            for gallery, loader in ((self.voices, "voice_gallery"), (self.objects, "object_gallery")):
+                gallery.entities.clear()
+                rows = getattr(self.store, loader, None)
+                for row in (rows() if rows is not None else []):
+                    gallery.seed(row.entity_id, Slot(row.id, unit(np.asarray(row.embedding)), row.quality,
+                                                     row.keyframe_id, row.created_at))
+                    if loader == "object_gallery":
+                        self.object_meta[row.entity_id] = (row.label, row.camera_id)
             self._entities.clear()
             self._epoch = self._stamp()
             self.refreshes += 1
@@ -115,6 +129,19 @@ class IdentityService:
                             new_threshold=min(0.28, self.match_threshold), max_slots=self.max_slots)
         resolver.faces, resolver.bodies, resolver._reserved = self.faces, self.bodies, self.reserved
         return resolver
+
+    def voice_resolver(self, match_threshold: float = 0.65) -> Any:
+        """A voice resolver for one source over the shared voice gallery (its own source-local voices)."""
+        from perception.identity.voices import VoiceResolver
+
+        return VoiceResolver(self.voices, match_threshold=match_threshold)
+
+    def object_resolver(self, classes: list[str], match_threshold: float = 0.8, min_box_px: int = 48) -> Any:
+        """An object resolver over the shared object galleries and id reservations."""
+        from perception.identity.objects import ObjectResolver
+
+        return ObjectResolver(self.objects, self.object_meta, self, self.reserved, classes,
+                              match_threshold=match_threshold, min_box_px=min_box_px)
 
     def next_entity_id(self, kind: EntityKind, key: str | None = None) -> str:
         """A new id of ``kind`` from the store's cross-process counter (the same again for claim ``key``)."""

@@ -228,6 +228,8 @@ def compile_rule(text: str, names: Iterable[str] = (), cameras: Iterable[str] = 
         label = OBJECT_WORDS.get(word)
         if label is None:
             continue
+        # the detector's own class name wins ("cup" is a COCO class, "coffee cup" the SSD's)
+        label = next((c for c in (word, word.rstrip("s")) if c in known), label)
         if label == "person":
             continue
         if label in known:

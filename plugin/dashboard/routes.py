@@ -25,6 +25,7 @@ from memory.errors import MemoryStoreError, NotFoundError
 from perception.errors import MediaError
 from plugin.dashboard import views
 from plugin.errors import PluginError
+from tools.access import AccessPolicy
 
 __all__ = ["add_routes"]
 
@@ -128,7 +129,11 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         try:
             if not source:
                 raise ValueError("type a source first: a file path, rtsp://…, http(s)://… or /dev/videoN")
-            info = await anyio.to_thread.run_sync(lambda: engine.worker.start_capture(source, camera, None))
+            # The page obeys the manifest's access section exactly like the capture_start tool.
+            policy = AccessPolicy.from_config(getattr(engine.manifest, "access", None))
+            policy.check_capacity([c.state for c in engine.worker.status()])
+            checked = policy.check_source(source)
+            info = await anyio.to_thread.run_sync(lambda: engine.worker.start_capture(checked, camera, None))
             note = f"started {info.camera_id}"
         except (ValueError, KeyError, OSError, PluginError, MediaError) as exc:
             note, error = f"not started: {_message(exc)}", True

@@ -30,7 +30,7 @@ def test_opening_creates_every_table_and_records_version_and_embedder(store_path
         meta = {r["key"]: r["value"] for r in store._db.open_table(META_TABLE).search().limit(None).to_list()}
     assert set(counts) == {"entities", "observations", "traces", "schemas", "facts", "camera_context", "rules",
                            "notifications", "gallery_face", "gallery_body", "keyframes", "ingest_log",
-                           "identity_decisions", "semantic_state", "id_alloc"}
+                           "identity_decisions", "semantic_state", "id_alloc", "gallery_voice", "gallery_object"}
     assert all(n == 0 for n in counts.values())
     assert meta == {"schema_version": str(SCHEMA_VERSION), "embedding_dim": "64", "embedding_name": "hash-64"}
 
@@ -49,6 +49,20 @@ def test_a_store_from_a_newer_schema_version_is_refused(store_path: Path) -> Non
         MemoryStore._set_meta(store._db.open_table(META_TABLE), {"schema_version": "99"})
     with pytest.raises(SchemaVersionError, match="99"):
         MemoryStore(str(store_path), HashEmbedder(64)).open()
+
+
+def test_a_version_6_store_gains_face_poses_and_keeps_its_slots(store_path: Path) -> None:
+    slot = GalleryFace(id="gal_1", entity_id="person_0001", embedding=[1.0] + [0.0] * 127, quality=0.8)
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        store.add_gallery_faces([slot])
+        store._db.open_table("gallery_face").drop_columns(["turn"])  # as a version-6 store wrote it
+        MemoryStore._set_meta(store._db.open_table(META_TABLE), {"schema_version": "6"})
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        assert store.face_gallery() == [slot] and slot.turn == 0.0
+        store.add_gallery_faces([slot.model_copy(update={"id": "gal_2", "turn": 1.4})])
+        assert sorted(g.turn for g in store.face_gallery()) == [0.0, 1.4]
+        meta = {r["key"]: r["value"] for r in store._db.open_table(META_TABLE).search().limit(None).to_list()}
+    assert meta["schema_version"] == str(SCHEMA_VERSION) == "7"
 
 
 def test_using_a_closed_store_says_how_to_open_it(store_path: Path) -> None:

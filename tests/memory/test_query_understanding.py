@@ -53,6 +53,9 @@ def test_first_and_last_time_cameras_objects_and_counts() -> None:
     assert q.order == "first" and q.cameras == ["front_door"] and "bike" in q.labels
     assert "bicycle" in q.labels["bike"]
     assert understand("the last time the garage was open", VOCAB, now=NOW).order == "last"
+    assert understand("who spoke in the garage last", VOCAB, now=NOW).order == "last"
+    assert understand("who came in first this morning", VOCAB, now=NOW).order == "first"
+    assert understand("what happened last night", VOCAB, now=NOW).order is None
     assert understand("two people with coffee", VOCAB, now=NOW).people == (2, 2)
     assert understand("wide shot with several people", VOCAB, now=NOW).people == (3, 99)
     assert understand("a man alone in the garage", VOCAB, now=NOW).people == (1, 1)

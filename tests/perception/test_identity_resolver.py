@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from memory import GalleryFace
 from perception.detectors.faces import FaceDetection
@@ -97,3 +98,49 @@ def test_confirming_pending_sightings_behind_an_unrelated_one_does_not_crash() -
     out = r.resolve([_face(_mix(a, _unit(7), 0.8), t=2.0, score=0.8)], "src", 2, now=0.0)
     assert out.assignments == ["person_0001"] and out.outcomes == ["confirm_pending"]
     assert len(r.pending) == 1 and float(np.dot(r.pending[0].vec, _unit(40))) > 0.99
+
+
+def test_a_frontal_face_needs_much_stronger_evidence_to_match_a_profile_gallery() -> None:
+    """Real YuNet landmarks: the Hamilton pianist in profile (≈0.8–1.2 s) and the frontal performer
+    (≈4.9–5.3 s) fall on either side of PROFILE_TURN; a frontal face against profile slots is
+    discounted below the match threshold at a cosine that matches within a pose."""
+    from pathlib import Path
+
+    import av
+
+    from perception.detectors.faces import FaceDetector
+    from perception.identity.reid import CROSS_POSE_DISCOUNT, PROFILE_TURN
+    from perception.identity.resolver import face_turn
+
+    detector, turns = FaceDetector(), {}
+    clip = Path(__file__).resolve().parents[1] / "data" / "short_hamilton_clip.mp4"
+    with av.open(str(clip)) as container:
+        start = None
+        for frame in container.decode(video=0):
+            start = float(frame.time) if start is None else start
+            t = float(frame.time) - start
+            if 0.8 <= t <= 1.2 or 4.9 <= t <= 5.3:
+                faces = detector.detect(frame.to_ndarray(format="bgr24"))
+                big = max(faces, key=lambda d: d.size)
+                turns.setdefault("profile" if t < 2 else "frontal", []).append(face_turn(big))
+    assert min(turns["profile"]) > PROFILE_TURN and max(turns["frontal"]) < 0.5
+
+    def face(vec: np.ndarray, profile: bool, t: float) -> FaceInput:
+        marks = ((60.0, 50.0), (70.0, 50.0), (40.0, 80.0)) if profile else ((40.0, 50.0), (90.0, 50.0), (65.0, 80.0))
+        det = FaceDetection(box=(10, 10, 150, 150), score=0.95, landmarks=(*marks, (50.0, 110.0), (80.0, 110.0)),
+                            row=np.zeros(15))
+        return FaceInput(detection=det, embedding=vec, frame_t=t, keyframe_id=f"kf_{t}", sharpness=200.0)
+
+    a = _unit(1)
+    other = _unit(9) - float(np.dot(_unit(9), a)) * a
+    probe = (0.40 * a + np.sqrt(1 - 0.40**2) * other / np.linalg.norm(other)).astype(np.float32)  # cosine 0.40
+    cos = float(np.dot(a, probe))
+    assert Resolver([], _Ids()).match_threshold < cos < Resolver([], _Ids()).match_threshold + CROSS_POSE_DISCOUNT
+    for first_profile, then_profile, same in ((False, False, True), (True, True, True), (True, False, False),
+                                              (False, True, True)):
+        r = Resolver([], _Ids())
+        r.resolve([face(a, first_profile, 0.0)], "src", 0, now=0.0)
+        out = r.resolve([face(probe, then_profile, 5.0)], "src", 1, now=0.0)
+        assert (out.assignments == ["person_0001"]) is same, (first_profile, then_profile)
+        assert out.gallery_faces == [] or out.gallery_faces[0].turn == pytest.approx(
+            face_turn(face(probe, then_profile, 5.0).detection), abs=1e-3)

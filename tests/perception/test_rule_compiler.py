@@ -7,7 +7,7 @@ import pytest
 from perception.detectors.objects import detector_labels
 from perception.rules.compiler import compile_rule, rephrase_help
 
-LABELS = detector_labels()  # the bundled SSD's classes
+LABELS = detector_labels(kind="ssd")  # the bundled SSD's classes
 NAMES = ["Lin-Manuel Miranda", "Alex", "Grandma"]
 CAMERAS = ["porch", "front_door", "stage"]
 

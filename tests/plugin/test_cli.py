@@ -144,7 +144,9 @@ def test_demo_prints_only_its_output_and_makes_no_network_lookup(clean_env: dict
     timeline = re.search(r"Timeline \((\d+) new, 0 already remembered\)", out)
     assert timeline and int(timeline[1]) >= 4
     assert out.count("trc_") >= int(timeline[1]) + 2  # the timeline rows plus search hits
-    assert "person_0001: person, seen in 2 segment(s)" in out  # the performer, before and after the cut
+    # the performer, before and after the cut, and heard rapping over the audience shots that follow
+    performer = re.search(r"person_0001: person, seen in (\d+) segment\(s\)", out)
+    assert performer and 2 <= int(performer[1]) <= 4
     assert "Search: 'close-up of a person'" in out and "Search: 'wide shot with several people'" in out
     assert (tmp_path / "data" / "demo" / "lancedb").is_dir()
 

@@ -44,8 +44,10 @@ def mcp_call(url: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
 def test_dashboard_end_to_end_in_chromium(ingested: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
     with FakeChatServer(Episode()) as fake:
         manifest = copy_store(ingested, tmp_path / "srv", qa={"base_url": fake.base_url, "model": "fake-qa",
-                                                              "api_key": "${RW_TEST_QA_KEY:sk-test}"})
-        clip = tmp_path / "porch.mp4"
+                                                              "api_key": "${RW_TEST_QA_KEY:sk-test}"},
+                              access={"roots": [str(tmp_path / "media")]})
+        clip = tmp_path / "media" / "porch.mp4"
+        clip.parent.mkdir()
         shutil.copy(CLIP, clip)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -57,6 +59,11 @@ def test_dashboard_end_to_end_in_chromium(ingested: Path, clean_env: dict[str, s
             page.goto(base + "/")
             assert page.locator("h1").first.inner_text() == "Sources"
             assert "stage" in page.locator("section.grid2 table").inner_text()
+            page.fill("input[name=source]", str(CLIP))  # outside the manifest's access roots
+            page.get_by_role("button", name="Start capture").click()
+            page.locator(".flash", has_text="not started").wait_for()
+            assert "access" in page.locator(".flash").inner_text() and str(CLIP) not in page.locator(
+                "#captures table").inner_text()
             page.fill("input[name=source]", str(clip))
             page.fill("input[name=camera_id]", "porch")
             page.get_by_role("button", name="Start capture").click()

@@ -241,10 +241,10 @@ def test_rule_add_explains_what_it_understood_and_refuses_what_it_cannot(tmp_pat
             assert "without a vision-language model" in message and "rephrase" in message
             assert (await client.call_tool("rule_list", {})).structured_content["total"] == 0  # type: ignore[index]
 
-            partial = await client.call_tool("rule_add", {"text": "let me know if the dog gets on the sofa"})
+            partial = await client.call_tool("rule_add", {"text": "let me know if the dog gets on the trampoline"})
             assert not partial.is_error
             cond = partial.structured_content["conditions"]  # type: ignore[index]
-            assert cond["objects"] == ["dog"] and any("sofa" in n for n in cond["needs_vlm"])
+            assert cond["objects"] == ["dog"] and any("trampoline" in n for n in cond["needs_vlm"])
             assert "ignored without a vision model" in partial.content[0].text  # type: ignore[union-attr]
 
             absent = await client.call_tool("rule_add", {"text": "alert me if nobody is seen for 10 minutes"})

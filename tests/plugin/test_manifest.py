@@ -115,4 +115,5 @@ def test_the_readme_manifest_example_is_valid(monkeypatch: pytest.MonkeyPatch) -
     block = block[: block.index("```")]
     monkeypatch.setenv("WEBHOOK_SECRET", "s")
     manifest = parse_manifest(yaml.safe_load(block), "README.md")
-    assert manifest.sources and manifest.rules and manifest.perception.objects.type == "ssd"
+    assert manifest.sources and manifest.rules and manifest.perception.objects.type == "coco"
+    assert manifest.perception.object_entities.classes[:2] == ["cat", "dog"] and manifest.perception.speakers_on

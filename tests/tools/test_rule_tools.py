@@ -61,7 +61,7 @@ async def test_rules_are_added_listed_and_removed(tmp_path: Path) -> None:
                 "text": "Lin at the door at night", "camera": "door", "severity": "warning", "cooldown": 60,
                 "conditions": {"entities": ["Lin"], "time_window": {"start": "22:00", "end": "06:00"}}})
             assert again.structured_content["id"] == rule["id"]  # idempotent
-            await client.call_tool("rule_add", {"text": "a parcel is left outside"})
+            await client.call_tool("rule_add", {"text": "a suitcase is left outside"})  # a COCO class
             listed = (await client.call_tool("rule_list", {"camera": "door"})).structured_content
             assert listed["total"] == 2 and listed["rules"][0]["text"] == "Lin at the door at night"
             assert (await client.call_tool("rule_list", {"camera": "garden"})).structured_content["total"] == 1
