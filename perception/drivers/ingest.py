@@ -171,13 +171,17 @@ def ingest_file(
     gateway = Gateway(AVSource(uri=source, kind="file", live=False, options={"audio": False}),
                       settings.sample_fps, mode="offline_quality", start_s=decode_from).start()
     frames = (item for item in gateway.items() if isinstance(item, Frame))
+
     def speaking(t: float) -> bool:
         return _overlaps(intervals, t - 1e-6, t + 1e-6)
 
     asr = pipeline.models.perceivers().asr if intervals else None
     # A turn is decoded on its own (a seek and a few seconds of audio), so it is the same samples
-    # however the run was resumed; the forward track only ever serves the segments.
+    # however the run was resumed.
     turns = TurnTranscripts(asr, intervals, partial(decode_audio, p)) if asr is not None else None
+    # Only diarization needs a segment's samples, and only where there is speech: those segments
+    # decode their own span (the scan already measured every segment's loudness).
+    diarize = intervals and pipeline.models.perceivers().speakers is not None
 
     try:
         for segment in segmenter.segments(frames, end_t=lambda: readable_end(gateway, end_t),
@@ -191,6 +195,8 @@ def ingest_file(
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
                 if turns is not None:
                     segment.transcript = partial(turns.span, segment.t_start, segment.t_end)
+                if diarize and segment.speech:
+                    segment.audio = decode_audio(p, segment.t_start, segment.t_end)
             write = run.commit(segment)
             if on_segment is not None:
                 on_segment(write)
