@@ -10,7 +10,7 @@ import pytest
 
 from memory import HashEmbedder, MemoryStore
 from memory.camera_context import ContextSettings, get_context, set_context
-from memory.chapters import ChapterSettings
+from memory.chapters import ChapterSettings, build_chapters
 from memory.local_consolidator import LocalConsolidator
 from plugin.cli import main
 from plugin.manifest import load_manifest
@@ -63,6 +63,36 @@ def test_runner_consolidates_chapters_and_revises_context_from_commits(tmp_path:
     finally:
         runner.stop()
     assert runner.stats.processed == len(stream.segments)
+
+
+def test_runner_writes_chapters_while_a_stream_runs_and_revises_context_when_due(tmp_path: Path) -> None:
+    """Without source_done: chapters follow from events closing (gaps, full events), context from trace counts."""
+    stream = Stream()
+    for day in range(3):  # three visits of 4 segments each, hours apart: each visit is one event
+        stream.visit(["person_0001"], "cam_cafe", day=day, hour=8, n=4)
+    stream.visit(["person_0001"], "cam_cafe", day=3, hour=8, n=1)  # its gap closes the third visit
+    settings = SemanticSettings(chapters=ChapterSettings(budget_events=3, event_max_traces=30),
+                                context=ContextSettings(min_traces=5, revise_every=4, timezone=timezone.utc))
+    runner = SemanticRunner(_opener(tmp_path / "m"), LocalConsolidator(timezone=timezone.utc), settings).start()
+    try:
+        with _opener(tmp_path / "m")() as store:
+            for seg in stream.segments:  # in step, so the runner sees the store as the reference below does
+                store.write_segment(seg)
+                runner.on_commit(seg)
+                assert runner.wait_idle(60)
+            chapters = sorted(sorted(c["trace_ids"]) for c in store.scan_rows("schemas", "camera_id = 'cam_cafe'"))
+        with _opener(tmp_path / "ref")() as ref:  # the same stream, chapters checked after every segment
+            for seg in stream.segments:
+                ref.write_segment(seg)
+                build_chapters(ref, seg.source, seg.camera_id, settings.chapters)
+            expected = sorted(sorted(c["trace_ids"]) for c in ref.scan_rows("schemas", "camera_id = 'cam_cafe'"))
+        assert chapters == expected and sum(map(len, chapters)) == 12  # the open fourth visit is in none
+        with _opener(tmp_path / "m")() as store:
+            ctx = get_context(store, "cam_cafe")
+            # 13 traces: revised at the 5th and the 9th (every 4 after), the 13th makes a third revision
+            assert ctx is not None and ctx.revision == 3 and ctx.trace_count == 13
+    finally:
+        runner.stop()
 
 
 @pytest.mark.slow  # the real pipeline, whisper ASR included, over the 9 s clip
