@@ -4,8 +4,11 @@ A capture process runs a dozen native threads (the decoder's, LanceDB's tokio wo
 Runtime's pools). glibc gives every thread that meets a locked arena a new one, up to eight per
 core, and memory freed in an arena stays mapped to it; over hours the resident size kept rising
 although nothing was held (Python's own heap stayed flat). :func:`limit_arenas` caps the arenas
-(the effect of ``MALLOC_ARENA_MAX``, set from inside the process before its threads start);
-:func:`trim` asks glibc to return free pages to the system. Both are no-ops without glibc.
+(the effect of ``MALLOC_ARENA_MAX``, set from inside the process before its threads start) and fixes
+the size from which an allocation gets its own mapping (glibc raises that threshold each time such
+a block is freed, after which LanceDB's per-commit buffers of a few hundred KB stayed in the
+arenas, fragmenting them); :func:`trim` asks glibc to return free pages to the system. Both are
+no-ops without glibc.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ import logging
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["ARENAS", "limit_arenas", "trim"]
+__all__ = ["ARENAS", "MMAP_THRESHOLD", "limit_arenas", "trim"]
 
 logger = logging.getLogger(__name__)
 
 #: malloc arenas a process may use (glibc's default is 8 per core)
 ARENAS = 2
-_M_ARENA_MAX = -8  # mallopt parameter (malloc.h)
+#: allocations from this size get a mapping of their own, returned to the system when freed
+MMAP_THRESHOLD = 128 * 1024
+_M_ARENA_MAX, _M_MMAP_THRESHOLD = -8, -3  # mallopt parameters (malloc.h)
 
 
 @lru_cache(maxsize=1)
@@ -40,12 +45,14 @@ def _libc() -> Any:
 
 @lru_cache(maxsize=1)
 def limit_arenas(arenas: int = ARENAS) -> bool:
-    """Cap the process's malloc arenas (once per process); False where that is not possible.
+    """Cap the process's malloc arenas and fix its mmap threshold (once per process); False where
+    that is not possible.
 
     Takes effect for arenas created afterwards, so call it before the pipeline's threads start.
     """
     libc = _libc()
-    ok = bool(libc is not None and libc.mallopt(_M_ARENA_MAX, arenas) == 1)
+    ok = bool(libc is not None and libc.mallopt(_M_ARENA_MAX, arenas) == 1
+              and libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
     logger.debug("malloc arenas %s", f"capped at {arenas}" if ok else "left as they are (no glibc)")
     return ok
 
