@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not _gst_available(), reason="GStreamer RTSP ser
 
 
 #: vision only, with short segments, so a few seconds of stream give several segments
-LIGHT = {"sample_fps": 4, "min_segment_s": 0.5, "max_segment_s": 1.0, "level": "light"}
+LIGHT = {"sample_fps": 4, "min_segment_s": 0.5, "max_segment_s": 1.0, "max_still_segment_s": 1.0, "level": "light"}
 
 
 def free_port() -> int:
