@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import threading
 import uuid
@@ -104,6 +105,10 @@ class SourceWorker:
         return {"items": items, "status": self.engine.worker.status(), "running": not self.engine.worker.idle(),
                 "error": self.error, "incarnation": self.incarnation, "pid": os.getpid(),
                 "resumed_from": self.resumed_from}
+
+    def where(self) -> dict[str, Any]:
+        """Where this incarnation runs (process id, host), for operators and ``ray`` tooling."""
+        return {"pid": os.getpid(), "host": socket.gethostname(), "incarnation": self.incarnation}
 
     def stop(self) -> dict[str, Any]:
         """Stop the capture gracefully (the in-flight segment is committed or discarded) and close the engine."""
