@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+try:
+    import ray  # noqa: F401
+    import moto  # noqa: F401
+except ImportError as exc:  # a failure, not a skip: CI installs the extra and must run these
+    raise ImportError("tests/cluster need the `cluster` extra: pip install -e '.[test,asr,ocr,cluster]'") from exc
+
 BUCKET = "memory"
 KEY_ID, SECRET = "cluster-test", "cluster-test-secret"
 
