@@ -33,6 +33,7 @@ import socket
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,7 @@ class SourceWorker:
             items, self._outbox = self._outbox, []
         return {"items": items, "status": self.engine.worker.status(), "running": not self.engine.worker.idle(),
                 "error": self.error, "incarnation": self.incarnation, "pid": os.getpid(),
-                "resumed_from": self.resumed_from}
+                "resumed_from": self.resumed_from, "cpu_s": sum(os.times()[:2])}
 
     def where(self) -> dict[str, Any]:
         """Where this incarnation runs (process id, host), for operators and ``ray`` tooling."""
@@ -132,6 +133,9 @@ def connect(address: str, num_cpus: int | None = None) -> Any:
     """
     ray = _ray()
     common = {"namespace": NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
+    # Ray forks and at once executes its own processes; LanceDB's fork warning concerns children
+    # that go on running Python, which these do not.
+    warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
     try:
         if address == "auto":
             try:
@@ -193,6 +197,8 @@ class _Placed:
     relayed: int = 0
     replayed: int = 0
     duplicates: int = 0
+    #: CPU seconds (user + system) of the actor's current incarnation, at its last drain
+    cpu_s: float = 0.0
     finished: bool = False
     error: str | None = None
     info: CaptureInfo | None = None
@@ -290,6 +296,7 @@ def _absorb(engine: Engine, p: _Placed, state: dict[str, Any]) -> None:
         elif resumed > p.cursor:  # committed by the dead actor after its last drain
             _replay(engine, p, resumed)
     p.info = state["status"][0] if state["status"] else p.info
+    p.cpu_s = float(state.get("cpu_s", 0.0))
     if p.info is not None:
         p.source, p.camera_id = p.info.source, p.info.camera_id
     for item in state["items"]:

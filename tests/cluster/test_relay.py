@@ -3,6 +3,7 @@ identities shared between workers, object-store settings in the manifest."""
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from plugin.cluster import stored_write
 from plugin.engine import Overrides
 from plugin.errors import ManifestError
 from plugin.manifest import parse_manifest
+from tests.cluster.conftest import BUCKET, KEY_ID, SECRET
 from tests.conftest import engine_for
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -79,3 +81,24 @@ def test_object_store_settings_come_from_the_environment_never_from_literals(
                     {**storage, "options": {"aws_secret_access_key": "s3cr3t"}}):
         with pytest.raises(ManifestError, match="secret is written into the manifest"):
             parse_manifest({"memory": {"uri": "s3://bucket/site", "storage": literal}})
+
+
+def _allocate(endpoint: str, n: int) -> list[str]:
+    from memory import HashEmbedder, MemoryStore
+
+    options = {"aws_endpoint": endpoint, "aws_region": "us-east-1", "aws_access_key_id": KEY_ID,
+               "aws_secret_access_key": SECRET, "allow_http": "true"}
+    with MemoryStore(f"s3://{BUCKET}/ids", HashEmbedder(16), user_id="site", storage_options=options,
+                     maintain=False) as store:
+        return [store.next_entity_id("person") for _ in range(n)]
+
+
+def test_processes_allocating_ids_on_the_object_store_never_get_the_same_one(s3_endpoint: str) -> None:
+    from memory import HashEmbedder, MemoryStore
+
+    options = {"aws_endpoint": s3_endpoint, "aws_region": "us-east-1", "aws_access_key_id": KEY_ID,
+               "aws_secret_access_key": SECRET, "allow_http": "true"}
+    MemoryStore(f"s3://{BUCKET}/ids", HashEmbedder(16), user_id="site", storage_options=options).open().close()
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        got = [i for ids in pool.starmap(_allocate, [(s3_endpoint, 10)] * 3) for i in ids]
+    assert sorted(got) == [f"person_{n:04d}" for n in range(1, 31)]
