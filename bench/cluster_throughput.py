@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import secrets
 import shutil
 import sys
 import tempfile
@@ -113,6 +114,10 @@ def main() -> None:
                      region_name="us-east-1").create_bucket(Bucket="bench")
         storage = {"endpoint": endpoint, "region": "us-east-1", "access_key_id": "bench",
                    "secret_access_key": "${BENCH_S3_SECRET}", "allow_http": True}
+    # Ray's token authentication with a token of this run's own (a local cluster would otherwise save one
+    # under ~/.ray for good)
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     connect("auto", num_cpus=args.cpus)
     results = []
     try:
@@ -128,7 +133,8 @@ def main() -> None:
         if server is not None:
             server.stop()
     base = results[0]["cameras_carried"] / results[0]["workers"] if results else 1.0
-    print("\n| workers | media s | wall s | cameras carried | per worker vs 1 | actor CPU-s / media s | driver CPU-s / media s |")
+    print("\n| workers | media s | wall s | cameras carried | per worker vs 1 | actor CPU-s / media s "
+          "| driver CPU-s / media s |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         per = r["cameras_carried"] / r["workers"] / base  # type: ignore[operator]

@@ -45,6 +45,7 @@ from memory.search import sql_literal
 from plugin.engine import Engine, Overrides
 from plugin.errors import PluginError
 from plugin.manifest import Manifest, SourceConfig
+from perception.media.sources import SourceError, make_source
 from plugin.worker import CaptureInfo
 
 __all__ = ["CLUSTER_HINT", "ClusterRun", "SourceWorker", "connect", "disconnect", "run_cluster", "stored_write"]
@@ -81,19 +82,22 @@ class SourceWorker:
     def __init__(self, manifest: Manifest, source: SourceConfig, log_level: str = "WARNING") -> None:
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-        logging.basicConfig(level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=log_level, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.incarnation = uuid.uuid4().hex[:8]
         self._lock = threading.Lock()
         self._outbox: list[tuple[Any, ...]] = []
         self.engine = Engine.from_manifest(manifest, Overrides(relay=self._relay)).open()
-        from perception.media.sources import make_source  # the key the worker files the source under
-
-        key = make_source(source.uri, dict(source.options or {})).key
-        self.resumed_from = self.engine.store.resume_point(key)
+        try:  # the key the worker files the source under; a bad source is reported by start_sources
+            key: str | None = make_source(source.uri, dict(source.options or {})).key
+        except SourceError:
+            key = None
+        #: the last segment committed before this incarnation started (what the driver may have missed)
+        self.resumed_from = self.engine.store.resume_point(key) if key is not None else None
         errors = self.engine.start_sources([source])
         self.error = errors[0] if errors else None
-        logger.info("source worker %s (pid %d) runs %s from segment %s", self.incarnation, os.getpid(), key,
-                    (self.resumed_from or -1) + 1)
+        logger.info("source worker %s (pid %d) runs %s after segment %s", self.incarnation, os.getpid(), key,
+                    self.resumed_from)
 
     def _relay(self, kind: str, *args: Any) -> None:
         with self._lock:

@@ -147,8 +147,8 @@ class Engine:
             self.semantic = runner_from_manifest(m, self.open_store) if relay is None else None
             if self.semantic is not None:
                 self.semantic.start()
-            self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub,
-                                                                  start_delivery=self.overrides.deliver and relay is None,
+            deliver = self.overrides.deliver and relay is None
+            self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub, start_delivery=deliver,
                                                                   vlm=self.vlm_stage is not None)
             matcher = self.notifications.on_commit if relay is None else partial(relay, "commit")
             self.pipeline = Pipeline(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,12 @@ except ImportError as exc:  # a failure, not a skip: CI installs the extra and m
 
 BUCKET = "memory"
 KEY_ID, SECRET = "cluster-test", "cluster-test-secret"
+
+
+def storage_options(endpoint: str) -> dict[str, str]:
+    """LanceDB's options for the test bucket at ``endpoint``."""
+    return {"aws_endpoint": endpoint, "aws_region": "us-east-1", "aws_access_key_id": KEY_ID,
+            "aws_secret_access_key": SECRET, "allow_http": "true"}
 
 
 def free_port() -> int:
@@ -59,26 +67,38 @@ def s3_env(s3_endpoint: str) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class RayCluster:
+    """The test cluster: its address (``HOST:PORT``, as on a node of a real cluster) and auth settings."""
+
+    gcs: str
+    #: Ray's token authentication, for every process that joins the cluster
+    env: dict[str, str]
+
+
 @pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """``ray start --head`` with 2 CPUs on loopback; every process it started is ended afterwards."""
+def ray_cluster() -> Iterator[RayCluster]:
+    """``ray start --head`` with 2 CPUs and token authentication; every process it started is ended afterwards."""
     ray_bin = Path(sys.executable).with_name("ray")
     port = free_port()
     # Ray's socket paths must stay short: a temp dir of its own under /tmp, not pytest's deep one.
     temp = tempfile.mkdtemp(prefix="rwray")
     log = Path(temp) / "start.log"
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}  # nothing written to ~/.ray
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--node-ip-address=127.0.0.1",
+            [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
              "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=temp,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+                 **auth})
     try:
         deadline = time.monotonic() + 120
         while b"block forever" not in log.read_bytes():
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"ray start failed: {log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
+        yield RayCluster(gcs=f"127.0.0.1:{port}", env=auth)
     finally:
         _end_group(proc)
 

@@ -23,7 +23,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.cluster.conftest import BUCKET, KEY_ID, SECRET
+from tests.cluster.conftest import BUCKET, RayCluster, storage_options
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LONG = DATA / "short_hamilton_clip.mp4"  # the source whose worker is killed: 10 s, several people
@@ -36,8 +36,13 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "plugin"]
 
 
-def write_manifest(directory: Path, prefix: str) -> Path:
-    """Full perception (faces, objects, bodies; no OCR or speech, to keep CPU down) into ``s3://BUCKET/prefix``."""
+#: faces and identities at the full level; no objects, bodies, text or speech, to keep the CPU down
+FACES = {"level": "full", "max_segment_s": 2.0, "objects": {"type": "none"}, "body": {"type": "none"},
+         "ocr": {"type": "none"}, "asr": {"type": "none"}}
+
+
+def write_manifest(directory: Path, prefix: str, perception: dict[str, Any] = FACES) -> Path:
+    """A manifest whose memory is ``s3://BUCKET/prefix``, endpoint and credentials from the environment."""
     data = {
         "user_id": "site",
         "memory": {
@@ -46,7 +51,7 @@ def write_manifest(directory: Path, prefix: str) -> Path:
                         "secret_access_key": "${S3_SECRET}", "allow_http": True},
             "embedder": {"type": "hash", "dim": 64},
         },
-        "perception": {"level": "full", "max_segment_s": 2.0, "ocr": {"type": "none"}, "asr": {"type": "none"}},
+        "perception": perception,
         "server": {"tools": ["memory", "entities"]},
     }
     path = directory / f"{prefix}.yaml"
@@ -55,9 +60,7 @@ def write_manifest(directory: Path, prefix: str) -> Path:
 
 
 def connect(endpoint: str, prefix: str) -> Any:
-    return lancedb.connect(f"s3://{BUCKET}/{prefix}", storage_options={
-        "aws_endpoint": endpoint, "aws_region": "us-east-1", "aws_access_key_id": KEY_ID,
-        "aws_secret_access_key": SECRET, "allow_http": "true"})
+    return lancedb.connect(f"s3://{BUCKET}/{prefix}", storage_options=storage_options(endpoint))
 
 
 def rows(db: Any, table: str) -> list[dict[str, Any]]:
@@ -110,31 +113,38 @@ def memory_of(endpoint: str, prefix: str) -> dict[str, Any]:
     }
 
 
-def kill_worker_mid_run(ray_address: str, endpoint: str, prefix: str, proc: subprocess.Popen[bytes]) -> int:
-    """SIGKILL the long source's actor process once it committed two segments; returns the killed pid."""
-    import ray
+#: asks the cluster where the long source's actor runs (a Ray driver of its own, so that this process never joins)
+WHERE = """
+import sys, ray
+ray.init(address=sys.argv[1], namespace="reflectworld", log_to_driver=False, logging_level="ERROR")
+print(ray.get(ray.get_actor(sys.argv[2]).where.remote())["pid"])
+"""
 
+
+def kill_worker_mid_run(cluster: RayCluster, endpoint: str, prefix: str, proc: subprocess.Popen[bytes],
+                        log: Path, env: dict[str, str]) -> int:
+    """SIGKILL the long source's actor process once it committed two segments; returns the killed pid."""
     db = connect(endpoint, prefix)
     deadline = time.monotonic() + 240
     while True:
-        assert proc.poll() is None, "the cluster run ended before the worker could be killed"
+        assert proc.poll() is None, f"the run ended before a worker could be killed: {log.read_text()[-3000:]}"
         assert time.monotonic() < deadline, "the long source committed no second segment in time"
         if "ingest_log" in db.list_tables().tables:
-            log = [r for r in rows(db, "ingest_log") if r["source"] == str(LONG)]
-            if log and log[0]["last_segment_index"] >= 1:
+            state = [r for r in rows(db, "ingest_log") if r["source"] == str(LONG)]
+            if state and state[0]["last_segment_index"] >= 1:
                 break
         time.sleep(0.1)
-    ray.init(address=ray_address, namespace="reflectworld", log_to_driver=False, logging_level="ERROR")
-    try:
-        pid = int(ray.get(ray.get_actor(f"site/{LONG.stem}").where.remote())["pid"])
-        os.kill(pid, signal.SIGKILL)
-    finally:
-        ray.shutdown()
+    where = subprocess.run([sys.executable, "-c", WHERE, cluster.gcs, f"site/{LONG.stem}"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert where.returncode == 0, where.stderr[-3000:]
+    pid = int(where.stdout.split()[-1])
+    os.kill(pid, signal.SIGKILL)
     return pid
 
 
-def test_a_killed_worker_loses_and_duplicates_nothing(ray_address: str, s3_env: dict[str, str], tmp_path: Path,
-                                                      s3_endpoint: str) -> None:
+def test_a_killed_worker_loses_and_duplicates_nothing(ray_cluster: RayCluster, s3_env: dict[str, str],
+                                                      tmp_path: Path, s3_endpoint: str) -> None:
+    env = {**s3_env, **ray_cluster.env}
     sources = [a for s in SOURCES for a in ("--source", str(s))]
     single = subprocess.run([*cli(), "run", "-m", str(write_manifest(tmp_path, "single")), *sources],
                             env=s3_env, capture_output=True, text=True, timeout=300)
@@ -143,10 +153,11 @@ def test_a_killed_worker_loses_and_duplicates_nothing(ray_address: str, s3_env: 
     err = tmp_path / "cluster.err"
     with err.open("wb") as errfile:
         proc = subprocess.Popen([*cli(), "run", "-m", str(write_manifest(tmp_path, "cluster")), "--cluster",
-                                 ray_address, "--cpus-per-source", "0.5", *sources],
-                                env=s3_env, stdout=subprocess.PIPE, stderr=errfile, stdin=subprocess.DEVNULL)
+                                 ray_cluster.gcs, "--cpus-per-source", "0.5", *sources],
+                                env=env, stdout=subprocess.PIPE, stderr=errfile,
+                                stdin=subprocess.DEVNULL)
     try:
-        killed = kill_worker_mid_run(ray_address, s3_endpoint, "cluster", proc)
+        killed = kill_worker_mid_run(ray_cluster, s3_endpoint, "cluster", proc, err, env)
         out, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
@@ -168,14 +179,14 @@ def test_a_killed_worker_loses_and_duplicates_nothing(ray_address: str, s3_env: 
 @pytest.mark.anyio
 async def test_serve_on_the_object_store_sees_another_process_write_within_seconds(
         s3_env: dict[str, str], tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, "served")
+    manifest = write_manifest(tmp_path, "served", {"level": "light"})
     cmd = cli()
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "serve", "--manifest", str(manifest)], env=s3_env)
     clip = DATA / "grid_lrwp9a.mpg"
     with anyio.fail_after(240), (tmp_path / "serve.log").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             async def hits() -> list[dict[str, Any]]:
-                result = await client.call_tool("memory_search", {"query": "person", "camera": clip.stem})
+                result = await client.call_tool("memory_search", {"query": "lighting", "camera": clip.stem})
                 return list(result.structured_content["hits"])
 
             assert await hits() == []
