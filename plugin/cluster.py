@@ -248,9 +248,10 @@ def run_cluster(engine: Engine, sources: list[SourceConfig], stop: threading.Eve
         for cfg in sources:
             cfg = _absolute(cfg)
             name = _actor_name(engine.manifest, cfg)
+            source, cursor = _start_point(engine, cfg)
             actor = remote.options(name=name, max_restarts=MAX_RESTARTS, max_task_retries=-1,
                                    num_cpus=cpus_per_source).remote(worker_manifest, cfg, engine.manifest.log_level)
-            placed.append(_Placed(config=cfg, name=name, actor=actor))
+            placed.append(_Placed(config=cfg, name=name, actor=actor, source=source, cursor=cursor))
         while not stop.is_set() and not all(p.finished for p in placed):
             _poll(ray, engine, placed, timeout_s=POLL_S)
             if on_status is not None:
@@ -259,6 +260,19 @@ def run_cluster(engine: Engine, sources: list[SourceConfig], stop: threading.Eve
     finally:
         _finish(ray, engine, placed)
     return run
+
+
+def _start_point(engine: Engine, cfg: SourceConfig) -> tuple[str, int | None]:
+    """The source's key and last committed segment, read before its actor can write anything.
+
+    A file that only the workers can see leaves both to the actor's first report.
+    """
+    try:
+        key = make_source(cfg.uri, dict(cfg.options or {})).key
+    except SourceError:
+        return "", None
+    last = engine.store.resume_point(key)
+    return key, -1 if last is None else last
 
 
 def _poll(ray: Any, engine: Engine, placed: list[_Placed], timeout_s: float) -> None:
