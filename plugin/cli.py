@@ -311,6 +311,8 @@ def _run_cluster(args: argparse.Namespace, manifest: Any, sources: list[Any]) ->
         disconnect()
     for p in run.sources:
         restarts = f", worker restarted {p.restarts}×" if p.restarts else ""
+        if p.replayed:
+            restarts += f" ({p.replayed} segment(s) relayed from the store)"
         _out(f"{p.camera_id or p.name}: {'failed' if p.error else 'done'}, {p.relayed + p.replayed} segment(s) "
              f"written from {p.source or p.config.uri}{restarts}" + (f" — {p.error}" if p.error else ""))
     return 1 if run.failed else 0
