@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -101,6 +102,7 @@ def ray_cluster() -> Iterator[RayCluster]:
         yield RayCluster(gcs=f"127.0.0.1:{port}", env=auth)
     finally:
         _end_group(proc)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _end_group(proc: subprocess.Popen[bytes]) -> None:
