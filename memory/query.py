@@ -334,7 +334,9 @@ def _resolve_counts(cut: _Cutter, out: Understood) -> None:
         out.people = (n, n)
         out.labels["person"] = LABEL_WORDS["person"]
     elif m := cut.take(rf" (?:a )?({'|'.join(sorted(_MANY))})(?: of)?(?: ({people}))? "):
-        out.people = (2, 99) if m.group(1) in ("few", "couple") else (3, 99)
+        # a crowd or an audience is more than a handful; "several", "a group" start at three
+        out.people = (2, 99) if m.group(1) in ("few", "couple") else (
+            (5, 99) if m.group(1) in ("crowd", "audience") else (3, 99))
         out.labels["person"] = LABEL_WORDS["person"]
         if m.group(1) in ("crowd", "group", "audience"):
             cut.text += f" {m.group(1)} "  # a noun worth matching in descriptions too

@@ -154,9 +154,17 @@ class MemoryStore:
 
     def __init__(self, uri: str, embedder: Embedder, user_id: str = "default",
                  cache_bytes: int = DEFAULT_CACHE_BYTES, auto_index: bool = True,
-                 index_policy: IndexPolicy | None = None) -> None:
-        """``auto_index`` runs an :class:`~memory.indexing.IndexMaintainer` thread while the store is open."""
+                 index_policy: IndexPolicy | None = None, storage_options: dict[str, str] | None = None,
+                 maintain: bool = True) -> None:
+        """``auto_index`` runs an :class:`~memory.indexing.IndexMaintainer` thread while the store is open.
+
+        ``storage_options`` reach LanceDB's object store (``s3://`` endpoint, region, credentials).
+        ``maintain=False`` never compacts or indexes: for one of many writers of a store whose
+        maintenance another process runs (a cluster's source workers; see ``plugin/cluster.py``).
+        """
         self.uri = str(uri)
+        self.storage_options = dict(storage_options or {})
+        self.maintain = maintain
         self.embedder = embedder
         self.user_id = user_id
         self.cache_bytes = cache_bytes
@@ -169,7 +177,7 @@ class MemoryStore:
         #: is its only writer of ingest_log), and the lowest segment index no earlier run can have rows for
         self._states: dict[str, IngestState] = {}
         self._fresh_from: dict[str, int] = {}
-        self.auto_index = auto_index
+        self.auto_index = auto_index and maintain
         self.index_policy = index_policy or IndexPolicy()
         self._maintainer: IndexMaintainer | None = None
         self._retriever: Retriever | None = None
@@ -189,7 +197,8 @@ class MemoryStore:
         # with its length. Capped, memory stays flat once the caches are full.
         session = lancedb.Session(index_cache_size_bytes=self.cache_bytes,
                                   metadata_cache_size_bytes=self.cache_bytes // 2)
-        db = lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0), session=session)
+        db = lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0), session=session,
+                             storage_options=self.storage_options or None)
         existing = set(db.list_tables().tables)
         meta = db.create_table(META_TABLE, schema=meta_schema(), exist_ok=True)
         values = {r["key"]: r["value"] for r in meta.search().limit(None).to_list()}
@@ -232,7 +241,7 @@ class MemoryStore:
         if self._retriever is not None:
             self._retriever.close()
             self._retriever = None
-        if self._dirty:
+        if self._dirty and self.maintain:
             self.optimize()
         self._tables = {}
         self._db = None
@@ -313,6 +322,8 @@ class MemoryStore:
             self._retriever.invalidate()  # renames and merges reach the next search at once
         if self._maintainer is not None:
             self._maintainer.poke(name)  # compacted and indexed off the write path
+            return
+        if not self.maintain:
             return
         self._writes_since_optimize += 1
         if self._writes_since_optimize >= OPTIMIZE_EVERY:

@@ -264,6 +264,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     extra = [SourceConfig(uri=uri) for uri in args.source or []]
     if not manifest.sources and not extra:
         raise PluginError("nothing to run: add `sources:` to the manifest or pass --source URI")
+    if args.cluster:
+        return _run_cluster(args, manifest, [s for s in [*manifest.sources, *extra] if s.enabled])
     if args.http is not None:  # serve MCP and the dashboard while the sources run, until Ctrl-C
         _serve_http(manifest.model_copy(update={"sources": [*manifest.sources, *extra]}), args.http)
         return 0
@@ -283,6 +285,37 @@ def cmd_run(args: argparse.Namespace) -> int:
         _out(f"{info.camera_id}: {info.state}, {info.segments_written} segment(s) written from {info.source}"
              + (f" — {info.error}" if info.error else ""))
     return 1 if failed or errors else 0
+
+
+def _run_cluster(args: argparse.Namespace, manifest: Any, sources: list[Any]) -> int:
+    """``run --cluster``: every source in a Ray actor; this process runs the user's post-commit side."""
+    from plugin.cluster import connect, disconnect, run_cluster
+    from plugin.progress import Progress, capture_line
+
+    if args.http is not None:
+        raise PluginError("--cluster and --http cannot be combined yet; serve the same store with "
+                          "`reflectworld serve --http` next to the cluster run")
+    connect(args.cluster)
+    progress = Progress(interval_s=10.0)
+    try:
+        engine = _engine(manifest)
+        try:
+            engine.lease.acquire()
+            with _Interrupt() as stop:
+                run = run_cluster(engine, sources, stop, cpus_per_source=args.cpus_per_source,
+                                  on_status=lambda infos: [progress.show(capture_line(i), i.camera_id) for i in infos])
+        finally:
+            progress.finish()
+            engine.close(drain_s=DRAIN_S)
+    finally:
+        disconnect()
+    for p in run.sources:
+        restarts = f", worker restarted {p.restarts}×" if p.restarts else ""
+        if p.replayed:
+            restarts += f" ({p.replayed} segment(s) relayed from the store)"
+        _out(f"{p.camera_id or p.name}: {'failed' if p.error else 'done'}, {p.relayed + p.replayed} segment(s) "
+             f"written from {p.source or p.config.uri}{restarts}" + (f" — {p.error}" if p.error else ""))
+    return 1 if run.failed else 0
 
 
 # ---------------------------------------------------------------------------------- parser
@@ -328,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra source (file, folder, rtsp://, http(s)://, /dev/videoN); repeatable")
     p.add_argument("--http", nargs="?", const="", metavar="HOST:PORT",
                    help="also serve the dashboard (and MCP) at http://HOST:PORT/ until Ctrl-C")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run every source as an actor on a Ray cluster: ray://HOST:PORT, HOST:PORT, or auto "
+                        "(extra `cluster`; see README, \"Beyond one machine\")")
+    p.add_argument("--cpus-per-source", type=float, default=1.0, metavar="N",
+                   help="CPUs Ray reserves for each source's actor (default 1)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("search", help="search memory from the shell")

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ class Overrides:
     http: str | None = None
     #: one more post-commit hook, after the engine's own (tests and benches observe the writes)
     on_commit: Callable[[SegmentWrite], Any] | None = None
+    #: a cluster source worker (``plugin/cluster.py``): this engine only analyses and writes. Its
+    #: post-commit side goes to ``relay`` instead — ``("commit", write)``, ``("done", source, camera_id)``,
+    #: ``("event", camera_id, state, detail)`` — for the one engine per user that runs semantic memory,
+    #: rules and deliveries (:meth:`Engine.committed`, …). It takes no capture lease and leaves
+    #: compaction and indexes to that engine's store.
+    relay: Callable[..., Any] | None = None
 
 
 def build_embedder(manifest: Manifest) -> Embedder:
@@ -117,7 +124,8 @@ class Engine:
 
     def open_store(self) -> MemoryStore:
         """A new connection to the manifest's store (the semantic runner keeps its own)."""
-        store = MemoryStore(self.manifest.store_uri(), self.embedder, user_id=self.manifest.user_id)
+        store = MemoryStore(self.manifest.store_uri(), self.embedder, user_id=self.manifest.user_id,
+                            storage_options=self.manifest.storage_options(), maintain=self.overrides.relay is None)
         store.open()
         return store
 
@@ -127,31 +135,36 @@ class Engine:
             return self
         m = self.manifest
         heap.limit_arenas()  # before the store's and the models' native threads start
+        relay = self.overrides.relay
         self.store = self.open_store()
         try:
-            self.identity = IdentityService(self.store, self.settings.face_match_threshold)
+            shared = relay is not None or "://" in self.store.uri  # other processes write identities too
+            self.identity = IdentityService(self.store, self.settings.face_match_threshold,
+                                            stamp=identity_versions(self.store) if shared else None)
             builder = ContextBuilder(camera_context=camera_context_from_store(self.store),
                                      entity_history=entity_history_from_store(self.store))
             self.perception = PerceptionRuntime(builder=builder, scheduler=Scheduler(self.settings.mode,
                                                                                      self.settings.level))
             self.vlm_stage = self._vlm_stage()
-            self.semantic = runner_from_manifest(m, self.open_store)
+            self.semantic = runner_from_manifest(m, self.open_store) if relay is None else None
             if self.semantic is not None:
                 self.semantic.start()
-            self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub,
-                                                                  start_delivery=self.overrides.deliver,
+            deliver = self.overrides.deliver and relay is None
+            self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub, start_delivery=deliver,
                                                                   vlm=self.vlm_stage is not None)
+            matcher = self.notifications.on_commit if relay is None else partial(relay, "commit")
             self.pipeline = Pipeline(
                 store=self.store, settings=self.settings, identity=self.identity, models=Models(self.settings),
                 scheduler=self.perception.scheduler, vlm_stage=self.vlm_stage,
                 active_rules=lambda camera: [r.text for r in self.notifications.active_rules(camera)],
                 rule_interest=self.notifications.could_match,
                 on_commit=chain_commits(self.semantic.on_commit if self.semantic else None,
-                                        self.notifications.on_commit, self.perception.on_commit,
-                                        self.overrides.on_commit),
-                on_source_done=self._source_done)
+                                        matcher, self.perception.on_commit, self.overrides.on_commit),
+                on_source_done=self._source_done if relay is None else partial(relay, "done"))
             self.worker = Worker(self.pipeline, mode=self.settings.mode,
-                                 on_source_event=self.notifications.on_source_event, before_start=self.lease.acquire)
+                                 on_source_event=self.notifications.on_source_event if relay is None
+                                 else partial(relay, "event"),
+                                 before_start=self.lease.acquire if relay is None else lambda: None)
         except BaseException:
             self.store.close()
             raise
@@ -235,6 +248,20 @@ class Engine:
             ok = delivery.drain(max(0.0, deadline - time.monotonic())) and ok
         return ok
 
+    # ------------------------------------------------------------------ the post-commit side of relayed workers
+
+    def committed(self, write: SegmentWrite) -> None:
+        """A write another engine committed to this store (a cluster worker's relay): run the post-commit hooks."""
+        self.pipeline.commit(write)
+
+    def source_done(self, source: str, camera_id: str) -> None:
+        """A relayed worker ingested ``source`` to its end (its last event becomes a chapter)."""
+        self.pipeline.source_done(source, camera_id)
+
+    def source_event(self, camera_id: str, state: str, detail: str = "") -> None:
+        """A relayed worker's live source went ``offline`` or came back ``online``."""
+        self.notifications.on_source_event(camera_id, state, detail)
+
     def identity_edited(self) -> None:
         """An identity edit (name, enrol, merge, split, forget) was committed: running captures see it now."""
         self.identity.edited()
@@ -242,6 +269,28 @@ class Engine:
     def status(self) -> dict[str, Any]:
         """Scheduler counters and VLM tokens (``capture_status``)."""
         return self.perception.status()
+
+
+#: how often a worker sharing its store with other writers looks for their new faces and edits
+IDENTITY_POLL_S = 2.0
+
+
+def identity_versions(store: MemoryStore, every_s: float = IDENTITY_POLL_S) -> Callable[[], object]:
+    """The versions of the identity tables, re-read at most every ``every_s``.
+
+    The identity service reloads its galleries when they change: faces other workers of the store
+    enrolled, and identity edits made anywhere (an object store has no epoch file beside it).
+    """
+    seen: list[Any] = [float("-inf"), None]
+
+    def stamp() -> object:
+        now = time.monotonic()
+        if now - seen[0] >= every_s:
+            seen[0] = now
+            seen[1] = tuple(store.table_version(t) for t in ("gallery_face", "gallery_body", "entities"))
+        return seen[1]
+
+    return stamp
 
 
 def open_store(manifest: Manifest) -> MemoryStore:

@@ -39,6 +39,7 @@ __all__ = [
     "Manifest",
     "MemoryConfig",
     "NotificationsConfig",
+    "ObjectStorageConfig",
     "PerceptionConfig",
     "QAConfig",
     "RuleConfig",
@@ -85,6 +86,36 @@ EmbedderConfig = Annotated[
 ]
 
 
+class ObjectStorageConfig(Strict):
+    """How to reach an object store (``memory.uri: s3://bucket/prefix``): S3, MinIO, Ceph, R2, …
+
+    Unset keys fall back to the usual ``AWS_*`` environment variables. Credentials are written as
+    ``${ENV}``, never as literals.
+    """
+
+    endpoint: str | None = Field(None, description="S3-compatible endpoint, e.g. http://minio.lan:9000; "
+                                 "null = AWS S3")
+    region: str | None = Field(None, description="bucket region (MinIO and moto accept any, e.g. us-east-1)")
+    access_key_id: str | None = Field(None, description="use ${ENV}, e.g. ${AWS_ACCESS_KEY_ID}")
+    secret_access_key: SecretStr | None = Field(None, description="use ${ENV}, e.g. ${AWS_SECRET_ACCESS_KEY}")
+    session_token: SecretStr | None = Field(None, description="use ${ENV}")
+    allow_http: bool = Field(False, description="allow a plain-HTTP endpoint (a LAN MinIO); HTTPS otherwise")
+    options: dict[str, str] = Field(default_factory=dict, description="further LanceDB storage options, "
+                                    "passed as given (gs://, az://, timeouts, …)")
+
+    def storage_options(self) -> dict[str, str]:
+        """The LanceDB ``storage_options`` of this section (secrets revealed)."""
+        out = {
+            "aws_endpoint": self.endpoint,
+            "aws_region": self.region,
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key.get_secret_value() if self.secret_access_key else None,
+            "aws_session_token": self.session_token.get_secret_value() if self.session_token else None,
+            "allow_http": "true" if self.allow_http else None,
+        }
+        return {**{k: v for k, v in out.items() if v}, **self.options}
+
+
 class MemoryConfig(Strict):
     """Where memory lives and how text is embedded."""
 
@@ -92,6 +123,8 @@ class MemoryConfig(Strict):
         None,
         description="LanceDB URI: a directory, or s3://… / gs://…; default: the user's data directory",
     )
+    storage: ObjectStorageConfig = Field(default_factory=ObjectStorageConfig,
+                                         description="endpoint and credentials of an object-store uri")
     embedder: EmbedderConfig = Field(default_factory=MiniLMEmbedderConfig)
 
 
@@ -358,6 +391,12 @@ class Manifest(Strict):
         if "://" in self.memory.uri:
             return self.memory.uri
         return str(Path(self.memory.uri).expanduser())
+
+    def storage_options(self) -> dict[str, str] | None:
+        """LanceDB ``storage_options`` for an object-store URI (``None`` for a local store)."""
+        if "://" not in self.store_uri():
+            return None
+        return self.memory.storage.storage_options() or None
 
 
 def default_store_uri() -> str:

@@ -24,7 +24,9 @@ __all__ = ["MAX_DEPTH", "MAX_MANIFEST_BYTES", "MAX_NODES", "YAMLLimitError", "li
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 MAX_DEPTH = 64
-SECRET_KEYS = frozenset({"api_key", "token", "secret"})
+SECRET_KEYS = frozenset({"api_key", "token", "secret",
+                         # object-store credentials (memory.storage and its LanceDB options)
+                         "secret_access_key", "session_token", "aws_secret_access_key", "aws_session_token"})
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::[^}]*)?\}$")
 
 

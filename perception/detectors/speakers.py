@@ -182,16 +182,22 @@ class Diarizer:
         cluster_threshold: stop merging when the best pair of clusters has a mean cosine below this.
         min_speech_s: a local speaker needs this much speech of its own to get an embedding.
         min_turn_s: shorter stretches of one speaker are dropped from the turns.
+        run_gap_s: pauses shorter than this join one local speaker's speech into one run (one embedding).
+        min_cluster_s: a voice cluster with less speech than this joins the most similar larger one
+            (a window boundary that leaves half a second of a speaker embeds too noisily to found
+            a speaker of its own).
     """
 
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
                  cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.5,
-                 min_turn_s: float = 0.1) -> None:
+                 min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 1.0) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
         self.min_speech_s = min_speech_s
         self.min_turn_s = min_turn_s
+        self.min_cluster_s = min_cluster_s
+        self.run_gap_s = run_gap_s
 
     @property
     def available(self) -> bool:
@@ -204,52 +210,67 @@ class Diarizer:
             return Diarization()
         audio = np.asarray(audio, dtype=np.float32)
         total = len(audio) / SAMPLE_RATE
-        locals_: list[tuple[int, int, np.ndarray, float]] = []  # (window, local speaker, embedding, seconds)
-        windows: list[tuple[float, np.ndarray]] = []
-        step = WINDOW_S
-        for w, w0 in enumerate(np.arange(0.0, total, step)):
+        # One embedding per run of a local speaker (its speech between pauses): the segmentation
+        # model's local speaker can stand for two people who talk in turn within one window.
+        items: list[tuple[int, int, int, np.ndarray, float]] = []  # (window, local speaker, run, embedding, s)
+        windows: list[tuple[float, np.ndarray, dict[int, list[tuple[int, int]]]]] = []
+        for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
-                windows.append((float(w0), np.zeros((0, 3), bool)))
+                windows.append((float(w0), np.zeros((0, 3), bool), {}))
                 continue
             act = self.segmenter.activity(chunk)
-            frames_in = int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))
-            act = act[:frames_in]
-            windows.append((float(w0), act))
+            act = act[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
             mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
+            runs: dict[int, list[tuple[int, int]]] = {}
             for k in range(3):
                 if act[:, k].sum() * FRAME_STEP_S < self.min_speech_s:
                     continue
-                # Embed a speaker's own (non-overlapped) speech; one who only ever talks over someone
-                # else is embedded from all of their frames (noisier, but they are still a speaker).
-                own = act[:, k] & (act.sum(1) == 1)
-                use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else act[:, k]
-                idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
-                                                int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids[use]])
-                vec = self.embedder.embed(audio[idx[(idx >= 0) & (idx < len(audio))]])
-                if vec is not None:
-                    locals_.append((w, k, vec, float(act[:, k].sum() * FRAME_STEP_S)))
-        if not locals_:
+                runs[k] = _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S)))
+                for r, (a, b) in enumerate(runs[k]):
+                    span = np.zeros(len(act), bool)
+                    span[a:b] = True
+                    # Embed the speaker's own (non-overlapped) speech; one who only ever talks over
+                    # someone else is embedded from all of their frames (noisier, still a speaker).
+                    own = span & act[:, k] & (act.sum(1) == 1)
+                    use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else span & act[:, k]
+                    if use.sum() * FRAME_STEP_S < self.min_speech_s:
+                        continue
+                    idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
+                                                    int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids[use]])
+                    vec = self.embedder.embed(audio[idx[(idx >= 0) & (idx < len(audio))]])
+                    if vec is not None:
+                        items.append((w, k, r, vec, float((span & act[:, k]).sum() * FRAME_STEP_S)))
+            windows.append((float(w0), act, runs))
+        if not items:
             return Diarization()
-        labels = cluster([v for *_, v, _ in locals_], self.cluster_threshold, groups=[w for w, *_ in locals_])
-        label_of = {(w, k): labels[i] for i, (w, k, _, _) in enumerate(locals_)}
+        vectors = [it[3] for it in items]
+        win = np.array([it[0] for it in items])
+        loc = np.array([it[1] for it in items])
+        cannot = (win[:, None] == win[None, :]) & (loc[:, None] != loc[None, :])  # two voices of one window
+        labels = cluster(vectors, self.cluster_threshold, cannot=cannot)
+        labels = absorb_small(vectors, labels, [it[4] for it in items], cannot, self.min_cluster_s)
+        label_of = {(w, k, r): labels[i] for i, (w, k, r, _, _) in enumerate(items)}
         out = Diarization()
         for c in sorted(set(labels)):
             members = [i for i, lab in enumerate(labels) if lab == c]
-            weights = np.array([locals_[i][3] for i in members])
-            centroid = (np.stack([locals_[i][2] for i in members]) * weights[:, None]).sum(0)
+            weights = np.array([items[i][4] for i in members])
+            centroid = (np.stack([items[i][3] for i in members]) * weights[:, None]).sum(0)
             out.embeddings[c] = (centroid / max(float(np.linalg.norm(centroid)), 1e-9)).astype(np.float32)
             out.seconds[c] = round(float(weights.sum()), 3)
-        for w, (w0, act) in enumerate(windows):
-            for k in range(3):
-                c = label_of.get((w, k))
-                if c is None:
+        for w, (w0, act, runs) in enumerate(windows):
+            for k, spans in runs.items():
+                embedded = [(items[i][4], labels[i]) for i, it in enumerate(items) if it[0] == w and it[1] == k]
+                if not embedded:
                     continue
-                for a, b in _runs(act[:, k]):
-                    start = w0 + a * FRAME_STEP_S
-                    end = min(total, w0 + b * FRAME_STEP_S + FRAME_SPAN_S)
-                    if end - start >= self.min_turn_s:
-                        out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
+                fallback = max(embedded)[1]  # a run too short to embed: the local speaker's main voice
+                for r, (a, b) in enumerate(spans):
+                    c = label_of.get((w, k, r), fallback)
+                    for x, y in _runs(act[a:b, k]):
+                        start = w0 + (a + x) * FRAME_STEP_S
+                        end = min(total, w0 + (a + y) * FRAME_STEP_S + FRAME_SPAN_S)
+                        if end - start >= self.min_turn_s:
+                            out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
 
@@ -261,11 +282,55 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
 
 
-def cluster(vectors: list[np.ndarray], threshold: float, groups: list[int] | None = None) -> list[int]:
+def _runs_joined(mask: np.ndarray, max_gap: int) -> list[tuple[int, int]]:
+    """Runs of True in ``mask`` (``(first, last + 1)``), joined across gaps of at most ``max_gap`` frames."""
+    out: list[tuple[int, int]] = []
+    for a, b in _runs(mask):
+        if out and a - out[-1][1] <= max_gap:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def absorb_small(vectors: list[np.ndarray], labels: list[int], seconds: list[float], cannot: np.ndarray,
+                 min_s: float) -> list[int]:
+    """Labels where every cluster with under ``min_s`` seconds of speech joins its most similar large cluster.
+
+    Similarity is the mean cosine to the large cluster's members; a large cluster holding a vector
+    that ``cannot`` link with one of the small cluster's (another voice of the same window) is never
+    joined. Without an allowed large cluster the small one stays. Labels are renumbered 0, 1, … in
+    order of first use.
+    """
+    total: dict[int, float] = {}
+    for lab, sec in zip(labels, seconds):
+        total[lab] = total.get(lab, 0.0) + sec
+    large = [c for c in total if total[c] >= min_s]
+    out = list(labels)
+    if large:
+        m = np.stack(vectors)
+        for small in [c for c in total if total[c] < min_s]:
+            members = [i for i, lab in enumerate(labels) if lab == small]
+            options = []
+            for c in large:
+                others = [i for i, lab in enumerate(labels) if lab == c]
+                if cannot[np.ix_(members, others)].any():
+                    continue
+                options.append((float((m[members] @ m[others].T).mean()), c))
+            if options:
+                target = max(options)[1]
+                for i in members:
+                    out[i] = target
+    first: dict[int, int] = {}
+    return [first.setdefault(lab, len(first)) for lab in out]
+
+
+def cluster(vectors: list[np.ndarray], threshold: float, groups: list[int] | None = None,
+            cannot: np.ndarray | None = None) -> list[int]:
     """Average-linkage clustering of unit vectors by cosine; returns a label per vector (0, 1, … by first use).
 
-    Vectors with the same ``groups`` value never merge: the local speakers of one segmentation
-    window are different people by construction.
+    Vectors with the same ``groups`` value, or a True in the ``cannot`` matrix, never merge: the
+    local speakers of one segmentation window are different people by construction.
     """
     if not vectors:
         return []
@@ -274,6 +339,8 @@ def cluster(vectors: list[np.ndarray], threshold: float, groups: list[int] | Non
     if groups is not None:
         g = np.asarray(groups)
         sim = np.where((g[:, None] == g[None, :]) & ~np.eye(len(g), dtype=bool), -1e3, sim)
+    if cannot is not None:
+        sim = np.where(cannot, -1e3, sim)
     groups: list[list[int]] = [[i] for i in range(len(vectors))]
     while len(groups) > 1:
         best, pair = -2.0, (0, 0)

@@ -6,7 +6,9 @@ recognised on camera B while both run. Identity edits (name, enrol, merge, split
 :meth:`IdentityService.refresh`, which reloads the galleries in place and drops the entity cache,
 so the edit reaches running captures at their next segment. Another process editing the same
 local store bumps an epoch file beside it (:meth:`IdentityService.bump_epoch`); the service
-checks that file's stamp before each segment and refreshes when it changed.
+checks that file's stamp before each segment and refreshes when it changed. Where no such file can
+work (an object store, many hosts), the engine passes its own ``stamp`` (the identity tables'
+versions), so identities written or edited by other processes reach this one the same way.
 
 Pending (weak) evidence stays per source: it is only meaningful within one stream.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +57,8 @@ def bump_epoch(uri: str | None) -> None:
 class IdentityService:
     """The per-user identity state shared by every driver of an engine (see the module docstring)."""
 
-    def __init__(self, store: Any, match_threshold: float = SFACE_MATCH_THRESHOLD, max_slots: int = 8) -> None:
+    def __init__(self, store: Any, match_threshold: float = SFACE_MATCH_THRESHOLD, max_slots: int = 8,
+                 stamp: Callable[[], object] | None = None) -> None:
         self.store = store
         self.match_threshold = match_threshold
         self.max_slots = max_slots
@@ -70,7 +74,8 @@ class IdentityService:
         self.reserved: set[str] = set()
         self._entities: dict[str, Entity] = {}
         self._epoch_path = _epoch_path(getattr(store, "uri", None))
-        self._epoch: int | None = None
+        self._stamp_fn = stamp
+        self._epoch: object = None
         self.refreshes = 0
         self.refresh()
 
@@ -113,7 +118,9 @@ class IdentityService:
             logger.info("identities were edited by another process; reloading the galleries")
             self.refresh()
 
-    def _stamp(self) -> int | None:
+    def _stamp(self) -> object:
+        if self._stamp_fn is not None:
+            return self._stamp_fn()
         if self._epoch_path is None:
             return None
         try:

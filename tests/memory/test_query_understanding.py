@@ -58,6 +58,8 @@ def test_first_and_last_time_cameras_objects_and_counts() -> None:
     assert understand("what happened last night", VOCAB, now=NOW).order is None
     assert understand("two people with coffee", VOCAB, now=NOW).people == (2, 2)
     assert understand("wide shot with several people", VOCAB, now=NOW).people == (3, 99)
+    assert understand("the audience", VOCAB, now=NOW).people == (5, 99)  # a crowd is more than a handful
+    assert understand("a crowd in the garage", VOCAB, now=NOW).people == (5, 99)
     assert understand("a man alone in the garage", VOCAB, now=NOW).people == (1, 1)
 
 

@@ -49,6 +49,20 @@ def test_two_overlapping_speakers_are_found_with_low_der() -> None:
     assert der(read_rttm(DIAR / "stereo_mix.rttm"), hyp)["der"] < 0.2
 
 
+@pytest.mark.parametrize("clips, speakers", [
+    (("jfk.flac", "sense_and_sensibility_01_austen_64kb-0870.wav"), 2),  # the 10 s window cuts JFK's last words off
+    (("grid_bbaf2n.mpg", "grid_brbk7n.mpg", "grid_lbax4n.mpg"), 3),  # three people taking turns in one window
+    (("grid_bbaf2n.mpg", "grid_brbk7n.mpg", "grid_bbaf2n.mpg", "grid_brbk7n.mpg"), 2),  # two, alternating
+])
+def test_speakers_taking_turns_are_counted_right(clips: tuple[str, ...], speakers: int) -> None:
+    pause = np.zeros(4800, np.float32)
+    audio = np.concatenate([part for name in clips for part in (load_audio(DATA / name), pause)])
+    result = Diarizer().diarize(audio)
+    assert len(result.speakers) == speakers, result.seconds
+    order = [t.speaker for t in result.turns]
+    assert len({order[0], order[-1]}) == (1 if clips[0] == clips[-1] else 2)
+
+
 def test_eval_diarization_prints_der_and_speaker_count_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "diarization", str(DIAR), "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
