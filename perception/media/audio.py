@@ -287,15 +287,20 @@ class AudioLevels:
 
     def add(self, t: float, pcm: np.ndarray) -> None:
         """Account the chunk of samples starting at media time ``t``."""
-        if len(pcm) == 0:
-            return
-        i = max(0, int(t / LEVEL_BIN_S))
-        if i >= len(self._sums):
-            grow = i + 1 - len(self._sums)
-            self._sums.extend([0.0] * grow)
-            self._counts.extend([0] * grow)
-        self._sums[i] += float(np.dot(pcm, pcm))
-        self._counts[i] += len(pcm)
+        per_bin = round(LEVEL_BIN_S * SAMPLE_RATE)
+        start = 0
+        while start < len(pcm):  # a chunk may span several bins (FLAC frames are 0.26 s)
+            i = max(0, int((t + start / SAMPLE_RATE) / LEVEL_BIN_S + 1e-9))
+            end = min(len(pcm), start + max(1, round(((i + 1) * LEVEL_BIN_S - t) * SAMPLE_RATE) - start))
+            end = min(end, start + per_bin)
+            if i >= len(self._sums):
+                grow = i + 1 - len(self._sums)
+                self._sums.extend([0.0] * grow)
+                self._counts.extend([0] * grow)
+            part = pcm[start:end]
+            self._sums[i] += float(np.dot(part, part))
+            self._counts[i] += len(part)
+            start = end
 
     def rms(self, start_s: float, end_s: float) -> float | None:
         """Root mean square of the samples between two media times (``None``: no audio there)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perception.media.audio import SAMPLE_RATE, AudioBuffer, SileroVAD, decode_audio, speech_intervals_of
+from perception.media.audio import SAMPLE_RATE, AudioBuffer, SileroVAD, decode_audio, scan_audio, speech_intervals_of
 from perception.errors import MediaError
 from perception.segmenting.segment import Segmenter
 from perception.media.video import Frame
@@ -39,6 +39,17 @@ def test_vad_finds_the_speech_turns_of_a_real_recording(vad: SileroVAD) -> None:
     assert 3 <= len(turns) <= 6
     assert turns[0][0] < 1.0 and turns[-1][1] > 10.0
     assert all(b[0] > a[1] for a, b in zip(turns, turns[1:]))  # separated by pauses
+
+
+def test_one_audio_scan_gives_the_speech_turns_and_the_loudness_of_any_span(vad: SileroVAD) -> None:
+    scan = scan_audio(JFK, vad)
+    assert scan.intervals == speech_intervals_of(JFK, vad) and scan.bad_packets == 0
+    whole = decode_audio(JFK)
+    for a, b in [(0.0, 11.0), (2.0, 3.5), (7.3, 9.9)]:
+        samples = whole[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)]
+        exact = float(np.sqrt(np.mean(np.square(samples.astype(np.float64)))))
+        assert scan.levels.rms(a, b) == pytest.approx(exact, rel=0.15)  # 0.1 s bins at the span's edges
+    assert scan.levels.rms(20.0, 30.0) is None  # past the end: no audio there
 
 
 def test_vad_hears_no_speech_in_a_tone_or_silence(vad: SileroVAD) -> None:
