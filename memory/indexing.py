@@ -13,7 +13,9 @@ keeps both parts small:
   ``get``) and bitmaps on ``user_id`` and ``camera_id`` (filters) replace full scans.
 * **Freshness** — ``optimize()`` (compaction + folding new rows into both indexes) runs when a table has
   :attr:`IndexPolicy.unindexed_max` rows outside its indexes, or at the latest
-  :attr:`IndexPolicy.interval_s` after the first such row.
+  :attr:`IndexPolicy.interval_s` after the first such row. A forced pass (:meth:`IndexMaintainer.run_once`
+  with ``force``) also compacts a table left in small fragments: reading a search's candidates by row
+  id costs per fragment touched.
 
 :class:`IndexMaintainer` does this work on its own thread. Writers only call :meth:`IndexMaintainer.poke`
 (non-blocking), so ingestion never waits for an index build; searches keep using the previous index
@@ -105,6 +107,11 @@ def table_index_state(table: Any) -> IndexState:
         unindexed = max(unindexed, int(getattr(idx, "num_unindexed_rows", 0) or 0))
     return IndexState(rows=rows, fts=fts, vector=vector, unindexed=unindexed, scalar=scalar,
                       vector_indexed=vector_indexed)
+
+
+def small_fragments(table: Any) -> int:
+    """How many of the table's fragments compaction would merge."""
+    return int(table.stats()["fragment_stats"]["num_small_fragments"])
 
 
 #: table versions older than this are deleted by each compaction (the maintainer's and ``MemoryStore.optimize()``). Every write leaves a
@@ -253,6 +260,8 @@ class IndexMaintainer:
             overdue = pending.since is not None and now - pending.since >= self.policy.interval_s
             # tables without indexes still gather one fragment per write: compact them on the same schedule
             stale = state.unindexed if search else (pending.since is not None and (force or overdue))
+            if force and not stale:  # a forced pass also leaves the table compact (row reads touch every fragment)
+                stale = small_fragments(table) > 1
             if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
                 if not _committed(name, lambda: table.optimize(cleanup_older_than=KEEP_VERSIONS_FOR), self.lock):
                     continue
