@@ -17,7 +17,8 @@ gathered again (:data:`READ_ATTEMPTS`).
 
 The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
 time and cached until this store writes ``entities`` or for at most :data:`VOCAB_TTL_S` seconds, so a
-rename, merge or a new camera written by another process is seen almost at once.
+rename, merge or a new camera written by another process is seen almost at once; past the TTL it is
+read again only when one of its tables has a new version.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,7 @@ class Retriever:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self._vocab: tuple[float, Vocabulary, dict[str, list[str]], dict[str, str]] | None = None
+        self._vocab: _Vocab | None = None
         self._lock = threading.Lock()
         self._single: dict[str, tuple[float, bool]] = {}
         self._vectors: dict[str, np.ndarray] = {}
@@ -103,12 +104,21 @@ class Retriever:
     # ------------------------------------------------------------------ vocabulary
 
     def vocabulary(self) -> tuple[Vocabulary, dict[str, list[str]], dict[str, str]]:
-        """``(vocabulary, entity id → names, merged id → surviving id)``, read at most every TTL."""
+        """``(vocabulary, entity id → names, merged id → surviving id)``; past the TTL the tables it comes
+        from are read again only when one of them has a new version."""
         cached = self._vocab
-        if cached is not None and time.monotonic() - cached[0] < VOCAB_TTL_S:
-            return cached[1], cached[2], cached[3]
+        if cached is not None and time.monotonic() - cached.at < VOCAB_TTL_S:
+            return cached.vocab, cached.names, cached.entity_map
         with self._lock:
-            rows = self.store._scan("entities", columns=["id", "kind", "name", "aliases", "merged_into"])
+            tables = [self._async_table(name) for name in _VOCAB_TABLES]
+            versions = tuple(LOOP.run(_gather_all(*(table.version() for table in tables))))
+            if cached is not None and cached.versions == versions:
+                self._vocab = replace(cached, at=time.monotonic())
+                return cached.vocab, cached.names, cached.entity_map
+            user = f"user_id = {sql_literal(self.store.user_id)}"
+            rows, *camera_rows = LOOP.run(_gather_all(
+                _rows(tables[0], user, ["id", "kind", "name", "aliases", "merged_into"]),
+                *(_rows(table, user, ["camera_id"]) for table in tables[1:])))
             merged = {r["id"]: r["merged_into"] for r in rows if r.get("merged_into")}
 
             def final(eid: str) -> str:
@@ -130,10 +140,9 @@ class Retriever:
                         names[target].append(n)
                     vocab_names.append(EntityName(target, n, r.get("kind") or "person"))
                 vocab_names.append(EntityName(target, r["id"], r.get("kind") or "person"))
-            cameras = sorted({r["camera_id"] for name in ("ingest_log", "camera_context")
-                              for r in self.store._scan(name, columns=["camera_id"]) if r.get("camera_id")})
+            cameras = sorted({r["camera_id"] for found in camera_rows for r in found if r.get("camera_id")})
             vocab = Vocabulary(names=vocab_names, cameras=cameras)
-            self._vocab = (time.monotonic(), vocab, names, entity_map)
+            self._vocab = _Vocab(time.monotonic(), versions, vocab, names, entity_map)
             return vocab, names, entity_map
 
     # ------------------------------------------------------------------ search
@@ -235,8 +244,8 @@ class Retriever:
             elif plan.entities:
                 clause = build_where(level, self.store.user_id, entity=plan.entity_ids).split(" AND ", 1)[1]
                 restricted = " AND ".join(w for w in (where, clause) if w)
-                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k) if vector is not None
-                             else partial(_latest, table, level, restricted, plan.k, plan.order)))
+                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k)
+                             if vector is not None else partial(_latest, table, level, restricted, plan.k, plan.order)))
             if plan.latest:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
@@ -267,8 +276,10 @@ class Retriever:
         cached = self._single.get(level)
         if cached is not None and time.monotonic() - cached[0] < VOCAB_TTL_S:
             return cached[1]
-        table = self.store._table(level)
-        single = table.count_rows() == table.count_rows(f"user_id = {sql_literal(self.store.user_id)}")
+        table = self._async_table(level)
+        own = f"user_id = {sql_literal(self.store.user_id)}"
+        total, mine = LOOP.run(_gather_all(table.count_rows(), table.count_rows(own)))
+        single = total == mine
         self._single[level] = (time.monotonic(), single)
         return single
 
@@ -276,13 +287,28 @@ class Retriever:
         """The per-row user filter of ``level`` ("" when every row is this user's)."""
         return "" if self._single_user(level) else f"user_id = {sql_literal(self.store.user_id)}"
 
-    def _async_table(self, level: str) -> AsyncTable:
+    def _async_table(self, name: str) -> AsyncTable:
         """The native async handle behind the store's table (same connection, caches and read consistency)."""
-        inner = getattr(self.store._table(level), "_table", None)
+        inner = getattr(self.store._table(name), "_table", None)
         if not isinstance(inner, AsyncTable):
             raise MemoryStoreError(f"this lancedb ({lancedb.__version__}) does not expose the async table behind "
                                    "a table handle; install a lancedb version within pyproject.toml's range")
         return inner
+
+
+#: the tables the vocabulary is read from (entities first)
+_VOCAB_TABLES = ("entities", "ingest_log", "camera_context")
+
+
+@dataclass(frozen=True)
+class _Vocab:
+    """The vocabulary as read at ``at`` (monotonic) from tables at ``versions``."""
+
+    at: float
+    versions: tuple[int, ...]
+    vocab: Vocabulary
+    names: dict[str, list[str]]
+    entity_map: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -343,6 +369,11 @@ async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: s
     sign = 1 if order_by == "first" else -1
     keys = sorted(zip(batch[order].to_pylist(), batch["_rowid"].to_pylist()), key=lambda r: (r[0] or 0) * sign)
     return [rowid for _, rowid in keys[:k]]
+
+
+async def _rows(table: AsyncTable, where: str, columns: list[str]) -> list[dict[str, Any]]:
+    """Every row passing ``where``."""
+    return (await table.query().where(where).select(columns).to_arrow()).to_pylist()
 
 
 async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[int]:
