@@ -54,7 +54,11 @@ def test_the_background_thread_builds_vector_and_scalar_indexes_once_a_table_is_
         _append(store, 300, start=200)
         assert maintainer.wait_for_pass(120)
         big = table_index_state(store._table("traces"))
-        assert big.vector and {"id", "user_id", "camera_id"} <= set(big.scalar) and big.unindexed == 0
+        assert big.vector and {"id", "user_id", "camera_id", "wall_start"} <= set(big.scalar) and big.unindexed == 0
+        window = "wall_start >= 1700000100.0 AND wall_start < 1700000200.0"  # what "this morning" filters on
+        plan = (store._table("traces").search(store.embedder.embed(["bicycle"])[0]).where(window, prefilter=True)
+                .explain_plan(True))
+        assert "ScalarIndexQuery" in plan and "wall_start_idx" in plan
         hits = store.search("segment 42 with a bicycle number 42", limit=3)
         assert hits[0].text == "segment 42 with a bicycle number 42"  # the indexes answer correctly
         assert maintainer.builds == 1
