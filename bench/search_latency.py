@@ -7,7 +7,8 @@ Usage::
 
 For each size a store of that many traces is built once in ``--dir`` (reused by later runs when its
 row count matches) and its indexes are brought up to date by the store's own index maintainer
-(``MemoryStore.maintain_indexes``: FTS fold-in, IVF_PQ built past the size threshold). Trace texts
+(``MemoryStore.maintain_indexes``: FTS fold-in, IVF_PQ built past the size threshold, scalar indexes,
+compaction of small fragments). Trace texts
 are sentences of people, places, actions, objects, read text and speech from fixed word lists; their
 vectors live in the real MiniLM space — every component phrase is embedded once with MiniLM and a
 trace's vector is the normalised weighted sum of its components' vectors plus noise — so the queries,
@@ -22,8 +23,15 @@ Measured paths (each over ``--queries`` distinct queries of its own, after 5 war
   structured result, i.e. what a host pays per call.
 
 Writes a markdown table to stdout (with CPU ms per query, all threads, and the load average: on a
-shared machine other processes' load shows in the wall-clock percentiles, not in the CPU column);
-progress goes to stderr through logging.
+shared machine other processes' load shows in the wall-clock percentiles, and less in the CPU column);
+progress goes to stderr through logging. On a busy machine, also run it pinned to one core
+(``taskset -c 1 python bench/search_latency.py …``): threads handing work to each other across cores
+cost CPU of their own, which pinning removes.
+
+Measured on the 2-core development machine while other engineers' runs kept its load average at 9–14
+(see README, "Latency"): ``memory_search`` through MCP costs 23–25 ms of CPU per query pinned (about
+30 unpinned), from 37 before the search used LanceDB's async API (and 26 for the old code pinned, on the
+same compacted store); the wall-clock percentiles at that load say more about the load than the search.
 """
 
 from __future__ import annotations
