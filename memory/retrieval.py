@@ -190,10 +190,7 @@ class Retriever:
             entities=entities, entity_ids=[*entities, *(i for i, t in entity_map.items() if t in entities)],
             latest=filter_only or (not vector_text and not fts_text), order=q.order, user_where=self._user_clause)
         for attempt in range(READ_ATTEMPTS):
-            found, cosines = self._gather(plan)
-            shortlists = {level: _shortlist(found[level], k) for level in levels}
-            read = LOOP.run(_gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level])
-                                          for level in levels)))
+            found, cosines, shortlists, read = self._gather(plan)
             if all(len(rows) == len(shortlists[level]) for level, rows in zip(levels, read)):
                 break
             # a compaction moved rows (or a delete removed them) between the queries and the read
@@ -217,11 +214,14 @@ class Retriever:
         page = ranked[offset:offset + limit]
         return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
 
-    def _gather(self, plan: _Plan) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[int, float]]]:
-        """Candidate row ids per level and source in rank order, and the exact cosines of vector hits.
+    def _gather(self, plan: _Plan) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[int, float]],
+                                            dict[str, list[int]], list[list[dict[str, Any]]]]:
+        """Candidate row ids per level and source in rank order, the exact cosines of vector hits, each
+        level's shortlist and its rows as read (with ``_rowid``; a row moved since is missing).
 
         The full-text queries start first and run while the question is embedded; the vector,
-        entity and filter queries of every level then run together.
+        entity and filter queries of every level then run together, and the shortlists are read as
+        soon as both are in.
         """
         levels = list(plan.tables)
         words: Future[list[list[int]]] | None = None
@@ -249,18 +249,27 @@ class Retriever:
             if plan.latest:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
-        results = LOOP.run(_gather_all(*(job() for _, _, job in jobs))) if jobs else []
         found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
         cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
-        if words is not None:
-            for level, ranked in zip(levels, words.result()):
-                found[level]["words"] = ranked
-        for (level, source, _), result in zip(jobs, results):
-            if result and isinstance(result[0], tuple):  # (row id, cosine) pairs of a vector query
-                cosines[level].update(result)
-                result = [rowid for rowid, _ in result]
-            found[level][source] = result
-        return found, cosines
+        shortlists: dict[str, list[int]] = {}
+
+        async def candidates_and_rows() -> list[list[dict[str, Any]]]:
+            results = await _gather_all(*(job() for _, _, job in jobs))
+            if words is not None:
+                for level, ranked in zip(levels, await asyncio.wrap_future(words)):
+                    found[level]["words"] = ranked
+            for (level, source, _), result in zip(jobs, results):
+                if result and isinstance(result[0], tuple):  # (row id, cosine) pairs of a vector query
+                    cosines[level].update(result)
+                    result = [rowid for rowid, _ in result]
+                found[level][source] = result
+            for level in levels:
+                shortlists[level] = _shortlist(found[level], plan.k)
+            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level])
+                                       for level in levels))
+
+        read = LOOP.run(candidates_and_rows())
+        return found, cosines, shortlists, read
 
     def _query_vector(self, text: str) -> np.ndarray:
         """The query's embedding; an agent often repeats a query over levels and pages, so recent ones are kept."""
