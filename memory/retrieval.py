@@ -2,32 +2,48 @@
 
 One search of one level runs up to three LanceDB queries under the same SQL filter (user, camera,
 entity, media time, wall-clock window): full-text (BM25 over ``text``), vector (cosine, IVF_PQ once the
-table is large) and — when the question names entities — a vector query restricted to rows showing
-them, so a named person's segments are candidates even when no word matches. Each query
-returns ids and row ids only, and the union of candidates is read in one take by row id (a row moved
-by a concurrent compaction is looked up by ``id`` instead). Candidates are scored by
-:func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
+table is large, its candidates re-scored on their stored vectors) and — when the question names
+entities — a vector query restricted to rows showing them, so a named person's segments are
+candidates even when no word matches. Each query returns row ids only (and the vector queries their
+cosine similarity); the shortlist of candidates is then read in one take by row id. Candidates are
+scored by :func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
+
+The queries go to LanceDB's native async API on lancedb's background event loop, several at once:
+the full-text queries run while the question is embedded, then the vector and entity queries of
+every level together, then one read; the synchronous API would cost a hand-over (and a schema
+look-up) per call. A row that a concurrent compaction moved (row ids are addresses) or a delete
+removed between the queries and the read is missing from the read; the candidates are then
+gathered again (:data:`READ_ATTEMPTS`).
 
 The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
 time and cached until this store writes ``entities`` or for at most :data:`VOCAB_TTL_S` seconds, so a
-rename, merge or a new camera written by another process is seen almost at once.
+rename, merge or a new camera written by another process is seen almost at once; past the TTL it is
+read again only when one of its tables has a new version.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import lancedb
 import numpy as np
+from lancedb import AsyncTable
+from lancedb.background_loop import LOOP
 
+from .errors import MemoryStoreError
 from .models import QueryUnderstanding, SearchHit
 from .query import EntityName, Understood, Vocabulary, understand
 from .ranking import Scored, collapse, score_row
-from .search import SearchMode, build_where, sql_literal
+from .search import SearchMode, build_where, sql_in, sql_literal
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -43,6 +59,8 @@ PAGE_POOL = 24
 NPROBES = 8
 #: query embeddings kept (least recently used dropped first)
 QUERY_CACHE = 256
+#: times a search gathers its candidates when rows moved before they were read
+READ_ATTEMPTS = 3
 
 _COLUMNS: dict[str, list[str]] = {
     "traces": ["id", "text", "transcript", "ocr_text", "objects", "entity_ids", "camera_id",
@@ -69,7 +87,7 @@ class Retriever:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self._vocab: tuple[float, Vocabulary, dict[str, list[str]], dict[str, str]] | None = None
+        self._vocab: _Vocab | None = None
         self._lock = threading.Lock()
         self._single: dict[str, tuple[float, bool]] = {}
         self._vectors: dict[str, np.ndarray] = {}
@@ -86,12 +104,21 @@ class Retriever:
     # ------------------------------------------------------------------ vocabulary
 
     def vocabulary(self) -> tuple[Vocabulary, dict[str, list[str]], dict[str, str]]:
-        """``(vocabulary, entity id → names, merged id → surviving id)``, read at most every TTL."""
+        """``(vocabulary, entity id → names, merged id → surviving id)``; past the TTL the tables it comes
+        from are read again only when one of them has a new version."""
         cached = self._vocab
-        if cached is not None and time.monotonic() - cached[0] < VOCAB_TTL_S:
-            return cached[1], cached[2], cached[3]
+        if cached is not None and time.monotonic() - cached.at < VOCAB_TTL_S:
+            return cached.vocab, cached.names, cached.entity_map
         with self._lock:
-            rows = self.store._scan("entities", columns=["id", "kind", "name", "aliases", "merged_into"])
+            tables = [self._async_table(name) for name in _VOCAB_TABLES]
+            versions = tuple(LOOP.run(_gather_all(*(table.version() for table in tables))))
+            if cached is not None and cached.versions == versions:
+                self._vocab = replace(cached, at=time.monotonic())
+                return cached.vocab, cached.names, cached.entity_map
+            user = f"user_id = {sql_literal(self.store.user_id)}"
+            rows, *camera_rows = LOOP.run(_gather_all(
+                _rows(tables[0], user, ["id", "kind", "name", "aliases", "merged_into"]),
+                *(_rows(table, user, ["camera_id"]) for table in tables[1:])))
             merged = {r["id"]: r["merged_into"] for r in rows if r.get("merged_into")}
 
             def final(eid: str) -> str:
@@ -113,10 +140,9 @@ class Retriever:
                         names[target].append(n)
                     vocab_names.append(EntityName(target, n, r.get("kind") or "person"))
                 vocab_names.append(EntityName(target, r["id"], r.get("kind") or "person"))
-            cameras = sorted({r["camera_id"] for name in ("ingest_log", "camera_context")
-                              for r in self.store._scan(name, columns=["camera_id"]) if r.get("camera_id")})
+            cameras = sorted({r["camera_id"] for found in camera_rows for r in found if r.get("camera_id")})
             vocab = Vocabulary(names=vocab_names, cameras=cameras)
-            self._vocab = (time.monotonic(), vocab, names, entity_map)
+            self._vocab = _Vocab(time.monotonic(), versions, vocab, names, entity_map)
             return vocab, names, entity_map
 
     # ------------------------------------------------------------------ search
@@ -157,41 +183,93 @@ class Retriever:
             if level == "entities":
                 extra.append("merged_into IS NULL")
             wheres[level] = " AND ".join([w for w in [where, *extra] if w])
-        # per level and source, candidate ids in rank order (id → row id)
-        found: dict[str, dict[str, dict[str, int | None]]] = {level: {} for level in levels}
-        if mode is not SearchMode.VECTOR and fts_text and not filter_only:
-            for level in levels:
-                found[level]["words"] = self._fts(level, fts_text, wheres[level], k)
-        vector = (self._query_vector(text_for_vector)
-                  if mode is not SearchMode.FTS and not filter_only and text_for_vector else None)
-        entity_ids = [*entities, *(i for i, t in entity_map.items() if t in entities)]
-        cosines: dict[tuple[str, str], float] = {}
-        bound: dict[str, float] = {}
-        for level in levels:
-            if vector is not None:
-                near = self._vector(level, vector, wheres[level], k, cosines)
-                found[level]["meaning"] = near
-                if len(near) >= k:  # a row outside the k nearest is at most as similar as the k-th
-                    bound[level] = min(cosines[(level, i)] for i in near)
-            if entities and level == "entities":
-                found[level]["entities"] = {e: None for e in entities}
-            elif entities:
-                clause = build_where(level, self.store.user_id, entity=entity_ids).split(" AND ", 1)[1]
-                where = " AND ".join(w for w in (wheres[level], clause) if w)
-                found[level]["entities"] = (self._vector(level, vector, where, k, cosines) if vector is not None
-                                            else self._latest_ids(level, where, k, q.order))
-            if filter_only or (vector is None and not fts_text):
-                # only filters asked for: the newest (or, for "first", oldest) rows passing them
-                found[level]["filters"] = self._latest_ids(level, wheres[level], k, q.order)
-        candidates = {(level, r["id"]): r for level in levels
-                      for r in self._take(level, _shortlist(found[level], k))}
-        scored = [score_row(level, row, cosines.get((level, i), bound.get(level, 0.0)) if vector is not None else None,
+        vector_text = text_for_vector if mode is not SearchMode.FTS and not filter_only else ""
+        plan = _Plan(
+            tables={level: self._async_table(level) for level in levels}, wheres=wheres, k=k,
+            fts_text=fts_text if mode is not SearchMode.VECTOR and not filter_only else "", vector_text=vector_text,
+            entities=entities, entity_ids=[*entities, *(i for i, t in entity_map.items() if t in entities)],
+            latest=filter_only or (not vector_text and not fts_text), order=q.order, user_where=self._user_clause)
+        for attempt in range(READ_ATTEMPTS):
+            found, cosines, shortlists, read = self._gather(plan)
+            if all(len(rows) == len(shortlists[level]) for level, rows in zip(levels, read)):
+                break
+            # a compaction moved rows (or a delete removed them) between the queries and the read
+            logger.info("search candidates moved while being read (attempt %d); gathering them again", attempt + 1)
+        has_vector = bool(plan.vector_text)
+        candidates: dict[tuple[str, str], dict[str, Any]] = {}
+        cosine: dict[tuple[str, str], float] = {}
+        for level, rows in zip(levels, read):
+            for row in rows:
+                rowid = row.pop("_rowid")
+                candidates[(level, row["id"])] = row
+                if rowid in cosines[level]:
+                    cosine[(level, row["id"])] = cosines[level][rowid]
+        bound = {level: min(cosines[level][r] for r in near) for level in levels
+                 if len(near := found[level].get("meaning", [])) >= k}  # outside the k nearest: at most the k-th
+        scored = [score_row(level, row, cosine.get((level, i), bound.get(level, 0.0)) if has_vector else None,
                             q, names, entity_map) for (level, i), row in candidates.items()]
         ranked = _order(scored, q)
         head = max(3 * (offset + limit), 30)  # near-duplicates only matter where a page can show them
         ranked = collapse(ranked[:head]) + ranked[head:]
         page = ranked[offset:offset + limit]
         return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
+
+    def _gather(self, plan: _Plan) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[int, float]],
+                                            dict[str, list[int]], list[list[dict[str, Any]]]]:
+        """Candidate row ids per level and source in rank order, the exact cosines of vector hits, each
+        level's shortlist and its rows as read (with ``_rowid``; a row moved since is missing).
+
+        The full-text queries start first and run while the question is embedded; the vector,
+        entity and filter queries of every level then run together, and the shortlists are read as
+        soon as both are in.
+        """
+        levels = list(plan.tables)
+        words: Future[list[list[int]]] | None = None
+        if plan.fts_text:
+            words = asyncio.run_coroutine_threadsafe(_gather_all(*(
+                _fts(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k) for level in levels)), LOOP.loop)
+        try:
+            vector = self._query_vector(plan.vector_text) if plan.vector_text else None
+        except BaseException:
+            if words is not None:
+                words.cancel()
+            raise
+        jobs: list[tuple[str, str, Callable[[], Awaitable[list[Any]]]]] = []
+        for level in levels:
+            table, where = plan.tables[level], plan.wheres[level]
+            if vector is not None:
+                jobs.append((level, "meaning", partial(_nearest, table, vector, where, plan.k)))
+            if plan.entities and level == "entities":
+                jobs.append((level, "entities", partial(_by_ids, table, plan.entities, plan.user_where(level))))
+            elif plan.entities:
+                clause = build_where(level, self.store.user_id, entity=plan.entity_ids).split(" AND ", 1)[1]
+                restricted = " AND ".join(w for w in (where, clause) if w)
+                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k)
+                             if vector is not None else partial(_latest, table, level, restricted, plan.k, plan.order)))
+            if plan.latest:
+                # only filters asked for: the newest (or, for "first", oldest) rows passing them
+                jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
+        found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
+        cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
+        shortlists: dict[str, list[int]] = {}
+
+        async def candidates_and_rows() -> list[list[dict[str, Any]]]:
+            results = await _gather_all(*(job() for _, _, job in jobs))
+            if words is not None:
+                for level, ranked in zip(levels, await asyncio.wrap_future(words)):
+                    found[level]["words"] = ranked
+            for (level, source, _), result in zip(jobs, results):
+                if result and isinstance(result[0], tuple):  # (row id, cosine) pairs of a vector query
+                    cosines[level].update(result)
+                    result = [rowid for rowid, _ in result]
+                found[level][source] = result
+            for level in levels:
+                shortlists[level] = _shortlist(found[level], plan.k)
+            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level])
+                                       for level in levels))
+
+        read = LOOP.run(candidates_and_rows())
+        return found, cosines, shortlists, read
 
     def _query_vector(self, text: str) -> np.ndarray:
         """The query's embedding; an agent often repeats a query over levels and pages, so recent ones are kept."""
@@ -207,86 +285,140 @@ class Retriever:
         cached = self._single.get(level)
         if cached is not None and time.monotonic() - cached[0] < VOCAB_TTL_S:
             return cached[1]
-        table = self.store._table(level)
-        single = table.count_rows() == table.count_rows(f"user_id = {sql_literal(self.store.user_id)}")
+        table = self._async_table(level)
+        own = f"user_id = {sql_literal(self.store.user_id)}"
+        total, mine = LOOP.run(_gather_all(table.count_rows(), table.count_rows(own)))
+        single = total == mine
         self._single[level] = (time.monotonic(), single)
         return single
 
-    def _fts(self, level: str, text: str, where: str, k: int) -> dict[str, int | None]:
-        query = self.store._table(level).search(text, query_type="fts", fts_columns="text").with_row_id(True)
-        if where:
-            query = query.where(where)
-        try:
-            return {r["id"]: r["_rowid"] for r in query.select(["id", "_score"]).limit(k).to_list()}
-        except ValueError:  # a query the full-text parser rejects is matched by meaning only
-            logger.info("full-text query %r rejected; using vector search only", text)
-            return {}
+    def _user_clause(self, level: str) -> str:
+        """The per-row user filter of ``level`` ("" when every row is this user's)."""
+        return "" if self._single_user(level) else f"user_id = {sql_literal(self.store.user_id)}"
 
-    def _vector(self, level: str, vector: np.ndarray, where: str, k: int,
-                cosines: dict[tuple[str, str], float]) -> dict[str, int | None]:
-        """The ``k`` nearest rows (ids → row ids); their exact cosine similarities go into ``cosines``."""
-        query = (self.store._table(level).search(vector, vector_column_name="vector").distance_type("cosine")
-                 .nprobes(NPROBES).refine_factor(1).with_row_id(True))
-        if where:
-            query = query.where(where, prefilter=True)
-        rows = query.select(["id", "_distance"]).limit(k).to_list()
-        for r in rows:
-            cosines[(level, r["id"])] = 1.0 - float(r["_distance"])
-        return {r["id"]: r["_rowid"] for r in rows}
-
-    def _latest_ids(self, level: str, where: str, k: int, order_by: str | None = None) -> dict[str, int | None]:
-        order = _WALL.get(level)
-        query = self.store._table(level).search().with_row_id(True)
-        if where:
-            query = query.where(where)
-        if order is None:
-            return {r["id"]: r["_rowid"] for r in query.select(["id"]).limit(k).to_list()}
-        keys = query.select(["id", order]).limit(None).to_list()
-        keys.sort(key=lambda r: (r[order] or 0) * (1 if order_by == "first" else -1))
-        return {r["id"]: r["_rowid"] for r in keys[:k]}
-
-    def _take(self, level: str, found: dict[str, int | None]) -> list[dict[str, Any]]:
-        """The candidate rows: by row id (cheap), falling back to an ``id IN`` lookup for any row that
-        moved in between (a compaction rewrites row addresses)."""
-        if not found:
-            return []
-        table = self.store._table(level)
-        cols = _COLUMNS[level]
-        rows: list[dict[str, Any]] = []
-        by_rowid = sorted({rid for rid in found.values() if rid is not None})
-        if by_rowid:
-            try:
-                rows = [r for r in table.take_row_ids(by_rowid).select(cols).to_list() if r["id"] in found]
-            except (OSError, ValueError, RuntimeError):
-                rows = []
-        missing = [i for i in found if i not in {r["id"] for r in rows}]
-        if missing:
-            where = "id IN (" + ", ".join(sql_literal(i) for i in missing) + ")"
-            if not self._single_user(level):
-                where = f"user_id = {sql_literal(self.store.user_id)} AND {where}"
-            rows += table.search().where(where).select(cols).limit(None).to_list()
-        return rows
+    def _async_table(self, name: str) -> AsyncTable:
+        """The native async handle behind the store's table (same connection, caches and read consistency)."""
+        inner = getattr(self.store._table(name), "_table", None)
+        if not isinstance(inner, AsyncTable):
+            raise MemoryStoreError(f"this lancedb ({lancedb.__version__}) does not expose the async table behind "
+                                   "a table handle; install a lancedb version within pyproject.toml's range")
+        return inner
 
 
-def _shortlist(sources: dict[str, dict[str, int | None]], n: int) -> dict[str, int | None]:
+#: the tables the vocabulary is read from (entities first)
+_VOCAB_TABLES = ("entities", "ingest_log", "camera_context")
+
+
+@dataclass(frozen=True)
+class _Vocab:
+    """The vocabulary as read at ``at`` (monotonic) from tables at ``versions``."""
+
+    at: float
+    versions: tuple[int, ...]
+    vocab: Vocabulary
+    names: dict[str, list[str]]
+    entity_map: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one search asks LanceDB for (see :meth:`Retriever._gather`)."""
+
+    tables: dict[str, AsyncTable]
+    wheres: dict[str, str]
+    k: int
+    fts_text: str
+    vector_text: str
+    entities: list[str]
+    entity_ids: list[str]
+    #: only filters were asked for (or nothing to match): the newest rows passing them are candidates
+    latest: bool
+    order: str | None
+    user_where: Callable[[str], str]
+
+
+async def _gather_all(*jobs: Awaitable[Any]) -> list[Any]:
+    return list(await asyncio.gather(*jobs))
+
+
+async def _fts(table: AsyncTable, text: str, where: str, k: int) -> list[int]:
+    """Row ids of the ``k`` best BM25 matches of ``text``, best first."""
+    query = table.query().nearest_to_text(text, columns="text").select(["_score"]).with_row_id().limit(k)
+    if where:
+        query = query.where(where)
+    try:
+        batch = await query.to_arrow()
+    except ValueError:  # a query the full-text parser rejects is matched by meaning only
+        logger.info("full-text query %r rejected; using vector search only", text)
+        return []
+    return batch["_rowid"].to_pylist()
+
+
+async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int) -> list[tuple[int, float]]:
+    """``(row id, cosine similarity)`` of the ``k`` nearest rows, nearest first; the IVF_PQ candidates are
+    re-scored on their stored vectors (``refine_factor(1)``), so the similarities are exact."""
+    query = (table.vector_search(vector).column("vector").distance_type("cosine").nprobes(NPROBES)
+             .refine_factor(1).select(["_distance"]).with_row_id().limit(k))
+    if where:
+        query = query.where(where)  # a prefilter: the k nearest rows that pass it
+    batch = await query.to_arrow()
+    return [(rowid, 1.0 - distance) for rowid, distance in zip(batch["_rowid"].to_pylist(),
+                                                               batch["_distance"].to_pylist())]
+
+
+async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: str | None) -> list[int]:
+    """Row ids of the ``k`` newest rows passing ``where`` (oldest for ``order_by="first"``)."""
+    order = _WALL.get(level)
+    query = table.query().with_row_id()
+    if where:
+        query = query.where(where)
+    if order is None:
+        return (await query.select(["id"]).limit(k).to_arrow())["_rowid"].to_pylist()
+    batch = await query.select([order]).to_arrow()
+    sign = 1 if order_by == "first" else -1
+    keys = sorted(zip(batch[order].to_pylist(), batch["_rowid"].to_pylist()), key=lambda r: (r[0] or 0) * sign)
+    return [rowid for _, rowid in keys[:k]]
+
+
+async def _rows(table: AsyncTable, where: str, columns: list[str]) -> list[dict[str, Any]]:
+    """Every row passing ``where``."""
+    return (await table.query().where(where).select(columns).to_arrow()).to_pylist()
+
+
+async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[int]:
+    """Row ids of the rows with these ``id``s, in the order of ``ids``."""
+    where = " AND ".join(w for w in (user_where, f"id IN {sql_in(ids)}") if w)
+    batch = await table.query().where(where).select(["id"]).with_row_id().to_arrow()
+    rowids = dict(zip(batch["id"].to_pylist(), batch["_rowid"].to_pylist()))
+    return [rowids[i] for i in ids if i in rowids]
+
+
+async def _read(table: AsyncTable, columns: list[str], rowids: list[int]) -> list[dict[str, Any]]:
+    """The rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing."""
+    if not rowids:
+        return []
+    return (await table.take_row_ids(sorted(rowids)).select(columns).with_row_id().to_arrow()).to_pylist()
+
+
+def _shortlist(sources: dict[str, list[int]], n: int) -> list[int]:
     """The ``n`` candidates worth reading in full: rows showing a named entity first, then the best of
     both rankings taken in turn (full-text rank 1, meaning rank 1, full-text rank 2, …).
 
     Reading a row costs far more than ranking it, and the final score rarely lifts a row from the
     bottom of both rankings into a page; so the tails are not read.
     """
-    out: dict[str, int | None] = {}
+    out: dict[int, None] = {}
     for key in ("entities", "filters"):
-        for i, rid in sources.get(key, {}).items():
+        for rowid in sources.get(key, []):
             if len(out) >= n and key != "entities":
                 break
-            out.setdefault(i, rid)
-    lists = [list(sources.get(key, {}).items()) for key in ("words", "meaning")]
+            out.setdefault(rowid)
+    lists = [sources.get(key, []) for key in ("words", "meaning")]
     for rank in range(max((len(x) for x in lists), default=0)):
         for ranked in lists:
             if rank < len(ranked) and len(out) < n:
-                out.setdefault(*ranked[rank])
-    return out
+                out.setdefault(ranked[rank])
+    return list(out)
 
 
 _COUNT_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

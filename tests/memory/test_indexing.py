@@ -8,7 +8,7 @@ import pyarrow as pa
 from memory_fixtures import make_segment
 
 from memory import HashEmbedder, MemoryStore
-from memory.indexing import IndexPolicy, table_index_state
+from memory.indexing import IndexPolicy, fts_config, table_index_state
 
 #: PQ training needs a few hundred rows; the thresholds are scaled down from the defaults accordingly
 SMALL = IndexPolicy(vector_min_rows=400, scalar_min_rows=400, unindexed_max=10_000, interval_s=0.0,
@@ -54,7 +54,11 @@ def test_the_background_thread_builds_vector_and_scalar_indexes_once_a_table_is_
         _append(store, 300, start=200)
         assert maintainer.wait_for_pass(120)
         big = table_index_state(store._table("traces"))
-        assert big.vector and {"id", "user_id", "camera_id"} <= set(big.scalar) and big.unindexed == 0
+        assert big.vector and {"id", "user_id", "camera_id", "wall_start"} <= set(big.scalar) and big.unindexed == 0
+        window = "wall_start >= 1700000100.0 AND wall_start < 1700000200.0"  # what "this morning" filters on
+        plan = (store._table("traces").search(store.embedder.embed(["bicycle"])[0]).where(window, prefilter=True)
+                .explain_plan(True))
+        assert "ScalarIndexQuery" in plan and "wall_start_idx" in plan
         hits = store.search("segment 42 with a bicycle number 42", limit=3)
         assert hits[0].text == "segment 42 with a bicycle number 42"  # the indexes answer correctly
         assert maintainer.builds == 1
@@ -72,3 +76,21 @@ def test_a_vector_index_is_retrained_when_the_table_has_grown_several_times(tmp_
         _append(store, 150, start=500)
         second = store.maintain_indexes()["traces"]
         assert second.vector_trained_rows == 650 and second.unindexed == 0
+
+
+def test_a_forced_pass_leaves_a_fully_indexed_table_in_one_fragment(tmp_path: Path) -> None:
+    # appends land in fragments of their own; indexes built over all of them leave nothing unindexed, so
+    # only the forced pass's compaction merges them (a search reads its candidates from every fragment)
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), auto_index=False) as store:
+        for start in (0, 150, 300):
+            _append(store, 150, start=start)
+        traces = store._table("traces")
+        traces.create_index("text", config=fts_config(), replace=True)
+        store.create_vector_index("traces", num_partitions=2)
+        assert table_index_state(traces).unindexed == 0
+        assert traces.stats()["fragment_stats"]["num_fragments"] == 3
+        state = store.maintain_indexes()["traces"]
+        assert state.vector and state.unindexed == 0 and state.rows == 450
+        assert traces.stats()["fragment_stats"]["num_fragments"] == 1
+        hits = store.search("segment 420 with a bicycle number 420", limit=3)
+        assert hits[0].text == "segment 420 with a bicycle number 420"  # the indexes follow the moved rows

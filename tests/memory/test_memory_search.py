@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
+import lancedb
+import numpy as np
 import pytest
 from memory_fixtures import CAMERA, SOURCE, make_segment, populate
 
@@ -127,3 +133,42 @@ def test_build_where_quotes_and_skips_filters_a_level_has_no_column_for() -> Non
     assert where == ("user_id = 'u' AND camera_id = 'c' AND array_has_any(entity_ids, ['a', 'b']) "
                      "AND t_end >= 1.0 AND t_start <= 2.0")
     assert build_where("facts", "u", camera="c", start=1) == "user_id = 'u'"
+
+
+class _CompactingEmbedder(HashEmbedder):
+    """A hash embedder that, once armed, embeds the question as "football" (so the vector query does
+    not find what the words find) after letting the search's full-text query finish and having
+    another connection compact the traces table: the row ids that query returned no longer exist."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(64)
+        self.uri = uri
+        self.armed = self.compacted = False
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not self.armed:
+            return super().embed(texts)
+        if not self.compacted:
+            self.compacted = True
+            time.sleep(0.5)
+            traces = lancedb.connect(self.uri).open_table("traces")
+            before = traces.stats()["fragment_stats"]["num_fragments"]
+            traces.optimize(cleanup_older_than=timedelta(days=1))
+            assert traces.stats()["fragment_stats"]["num_fragments"] < before
+        return super().embed(["football"] * len(texts))
+
+
+def test_a_search_gathers_its_candidates_again_when_a_compaction_moved_them(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    uri = str(tmp_path / "mem")
+    embedder = _CompactingEmbedder(uri)
+    with MemoryStore(uri, embedder, auto_index=False) as store:
+        for i in range(30):  # more rows than a search's shortlist; the bicycle ones in the last fragments
+            store.write_segment(make_segment(i, summary=f"a man carries a bicycle (number {i})" if i >= 27
+                                             else f"children play football, round {i} of {i % 7} goals"))
+        embedder.armed = True
+        with caplog.at_level(logging.INFO, logger="memory.retrieval"):
+            hits = store.search("bicycle", mode="hybrid", limit=3)
+    assert embedder.compacted
+    assert "moved while being read" in caplog.text
+    assert hits[0].text.startswith("a man carries a bicycle")  # found by its words, read after the compaction

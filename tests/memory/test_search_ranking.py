@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -9,8 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from memory_fixtures import PERSONS, make_segment
 
-from memory import Entity, MemoryStore, MiniLMEmbedder
+from memory import Entity, HashEmbedder, MemoryStore, MiniLMEmbedder
 from memory.identity_ops import merge_entities, name_entity
+from memory.retrieval import VOCAB_TTL_S
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -37,6 +39,19 @@ def test_a_rename_or_a_merge_reaches_the_next_search_at_once(filled: MemoryStore
     merged = filled.find("Alice pours water", limit=3)  # Alice's old name now names the merged entity
     assert set(merged.understood.entities) == {"person_0002"}
     assert merged.hits[0].entity_ids == ["person_0002"] and "pours" in merged.hits[0].text
+
+
+def test_the_vocabulary_is_read_again_only_when_its_tables_change_so_other_processes_renames_arrive(
+        filled: MemoryStore, store_path: Path) -> None:
+    filled.search("warm", limit=1)
+    first = filled._retriever.vocabulary()[0]
+    time.sleep(VOCAB_TTL_S + 0.1)
+    assert filled._retriever.vocabulary()[0] is first  # its tables kept their versions: not read again
+    with MemoryStore(str(store_path), HashEmbedder(64), auto_index=False) as other:  # as another process would
+        name_entity(other, "person_0002", "Roberto")
+    time.sleep(VOCAB_TTL_S + 0.1)
+    renamed = filled.find("Roberto", limit=3)
+    assert set(renamed.understood.entities) == {"person_0002"}
 
 
 def test_scores_say_how_much_of_the_question_is_answered(filled: MemoryStore) -> None:
