@@ -99,13 +99,15 @@ class IdAllocator:
             if not rows:
                 self._insert({"id": counter, "kind": kind, "value": self._seed(kind), "entity_id": None})
                 continue  # ours or a concurrent writer's seed: read it back either way
-            current = int(rows[0]["value"])  # type: ignore[arg-type]
+            # Two processes that find no counter may both seed it: the rows then move together
+            # (every update sets all rows holding the highest value), and a lower one is stale.
+            current = max(int(r["value"]) for r in rows)  # type: ignore[arg-type]
             data = pa.Table.from_pylist([{"user_id": self._user, "id": counter, "kind": kind, "value": current + 1,
                                           "entity_id": None, "created_at": time.time()}], schema=self._table.schema)
             result = (self._table.merge_insert(["user_id", "id"])
                       .when_matched_update_all(where=f"target.value = {current}").execute(data))
             self._written()
-            if int(result.num_updated_rows) == 1:
+            if int(result.num_updated_rows) >= 1:
                 return current + 1
             time.sleep(min(0.001 * (attempt + 1), 0.05))  # another writer advanced it: read again
         raise MemoryStoreError(f"could not allocate a new {kind} id after {_MAX_ATTEMPTS} attempts; "

@@ -155,6 +155,18 @@ def test_face_gallery_returns_upserted_slots(store: MemoryStore) -> None:
     assert gallery[0].embedding == pytest.approx([0.5] * 128)
 
 
+def test_two_writers_that_both_seeded_the_id_counter_still_allocate_unique_ids(store_path: Path) -> None:
+    import pyarrow as pa
+
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        table = store._db.open_table("id_alloc")
+        seeds = [{"user_id": store.user_id, "id": "counter:person", "kind": "person", "value": n, "entity_id": None,
+                  "created_at": 0.0} for n in (3, 3, 1)]  # two processes raced to create it; one read older rows
+        table.add(pa.Table.from_pylist(seeds, schema=table.schema))
+        ids = [store.next_entity_id("person") for _ in range(3)]
+    assert ids == ["person_0004", "person_0005", "person_0006"]
+
+
 def test_entities_list_get_follow_merges_and_number_new_ids(filled: MemoryStore) -> None:
     assert [e.id for e in filled.list_entities()] == ["person_0001", "person_0002"]
     assert [e.id for e in filled.list_entities(limit=1, offset=1)] == ["person_0002"]
