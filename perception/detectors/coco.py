@@ -18,6 +18,7 @@ in ``bench/coco_detectors.py`` and the README; CenterNet is the default (``perce
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -47,7 +48,8 @@ _HINT = "restore perception/models/ from the repository"
 
 
 class _CocoDetector:
-    """A vendored COCO-80 ONNX model loaded on first use, fed a square RGB resize of the frame.
+    """A vendored COCO-80 ONNX model loaded on first use, fed a square RGB resize of the frame;
+    subclasses decode its output (:meth:`_decode`).
 
     Args:
         score_threshold: minimum score of a detection.
@@ -67,10 +69,19 @@ class _CocoDetector:
         """Whether the model loaded (loads it on first call)."""
         return self._model.session() is not None
 
-    def _rgb(self, image_bgr: np.ndarray) -> np.ndarray:
-        """The frame resized to the model's square input, as RGB uint8."""
-        return cv2.cvtColor(cv2.resize(image_bgr, (self.size, self.size), interpolation=cv2.INTER_LINEAR),
-                            cv2.COLOR_BGR2RGB)
+    def detect(self, image_bgr: np.ndarray) -> list[ObjectDetection]:
+        """Labelled boxes in a BGR image, best first (empty when the model is unavailable)."""
+        session = self._model.session()
+        if session is None:
+            return []
+        h, w = image_bgr.shape[:2]
+        rgb = cv2.cvtColor(cv2.resize(image_bgr, (self.size, self.size), interpolation=cv2.INTER_LINEAR),
+                           cv2.COLOR_BGR2RGB)
+        return self._decode(session, rgb, w, h)
+
+    def _decode(self, session: Any, rgb: np.ndarray, w: int, h: int) -> list[ObjectDetection]:
+        """Run the model on its square RGB input and return boxes in the ``w``×``h`` frame."""
+        raise NotImplementedError
 
 
 class NanoDetDetector(_CocoDetector):
@@ -83,15 +94,10 @@ class NanoDetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.35, iou_threshold: float = 0.5) -> None:
         super().__init__(NANODET_FILE, NANODET_SHA256, score_threshold, iou_threshold)
 
-    def detect(self, image_bgr: np.ndarray) -> list[ObjectDetection]:
-        """Labelled boxes in a BGR image, best first (empty when the model is unavailable)."""
-        session = self._model.session()
-        if session is None:
-            return []
-        h, w = image_bgr.shape[:2]
+    def _decode(self, session: Any, rgb: np.ndarray, w: int, h: int) -> list[ObjectDetection]:
         s = self.size
-        x = (self._rgb(image_bgr).astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
-        outs = session.run(None, {session.get_inputs()[0].name: x})  # type: ignore[attr-defined]
+        x = (rgb.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
+        outs = session.run(None, {session.get_inputs()[0].name: x})
         boxes, scores, classes = [], [], []
         for stride in self.strides:
             g = s // stride
@@ -131,15 +137,10 @@ class CenterNetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.25, iou_threshold: float = 0.5) -> None:
         super().__init__(CENTERNET_FILE, CENTERNET_SHA256, score_threshold, iou_threshold)
 
-    def detect(self, image_bgr: np.ndarray) -> list[ObjectDetection]:
-        """Labelled boxes in a BGR image, best first (empty when the model is unavailable)."""
-        session = self._model.session()
-        if session is None:
-            return []
-        h, w = image_bgr.shape[:2]
+    def _decode(self, session: Any, rgb: np.ndarray, w: int, h: int) -> list[ObjectDetection]:
         s = self.size
-        name = session.get_inputs()[0].name  # type: ignore[attr-defined]
-        det = session.run(["tower_0/detections"], {name: self._rgb(image_bgr).astype(np.float32)[None]})[0][0]  # type: ignore[attr-defined]
+        name = session.get_inputs()[0].name
+        det = session.run(["tower_0/detections"], {name: rgb.astype(np.float32)[None]})[0][0]
         det = det[det[:, 4] >= self.score_threshold]
         if det.size == 0:
             return []
