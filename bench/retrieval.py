@@ -35,7 +35,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from fractions import Fraction
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -44,6 +43,8 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.media import write_av  # noqa: E402
 
 logger = logging.getLogger("bench.retrieval")
 
@@ -113,61 +114,21 @@ def still_with_speech(image: Path, audio: list[Path], out: Path, fps: int = 10) 
     scale = 480 / w
     still = cv2.resize(still, (480, int(h * scale) // 2 * 2))
     frames = int(len(samples) / 48000 * fps) + 1
-    with av.open(str(out), mode="w") as dst:
-        vs = dst.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt = 448, still.shape[0] - 16, "yuv420p"
-        aus = dst.add_stream("aac", rate=48000, layout="mono")
-        for i in range(frames):
-            dx = int(16 * i / max(frames - 1, 1))
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(still[8:-8, dx:dx + 448]), format="bgr24")
-            frame.pts = i
-            for p in vs.encode(frame):
-                dst.mux(p)
-        for start in range(0, len(samples), 1024):
-            chunk = samples[start:start + 1024]
-            af = av.AudioFrame.from_ndarray(chunk[None, :], format="flt", layout="mono")
-            af.sample_rate, af.pts, af.time_base = 48000, start, Fraction(1, 48000)
-            for p in aus.encode(af):
-                dst.mux(p)
-        for stream in (vs, aus):
-            for p in stream.encode():
-                dst.mux(p)
-    return out
+    panning = (still[8:-8, dx:dx + 448] for dx in (int(16 * i / max(frames - 1, 1)) for i in range(frames)))
+    return write_av(out, panning, samples, fps=fps, rate=48000)
 
 
 def concat_clips(clips: list[Path], out: Path) -> Path:
-    """Join clips (same size) into one file by re-encoding video and audio."""
-    with av.open(str(out), mode="w") as dst:
-        vs = aus = None
-        v_pts = a_pts = 0
-        for clip in clips:
-            with av.open(str(clip)) as src:
-                v0 = src.streams.video[0]
-                if vs is None:
-                    vs = dst.add_stream("libx264", rate=25)
-                    vs.width, vs.height, vs.pix_fmt = v0.codec_context.width, v0.codec_context.height, "yuv420p"
-                    aus = dst.add_stream("aac", rate=48000, layout="mono")
-                for frame in src.decode(video=0):
-                    img = frame.to_ndarray(format="bgr24")
-                    vf = av.VideoFrame.from_ndarray(img, format="bgr24")
-                    vf.pts = v_pts
-                    v_pts += 1
-                    for p in vs.encode(vf):
-                        dst.mux(p)
-            samples = _audio(clip)
-            target = int(v_pts / 25 * 48000)
-            samples = np.concatenate([samples, np.zeros(max(0, target - a_pts - len(samples)), np.float32)])
-            samples = samples[: max(0, target - a_pts)]
-            for start in range(0, len(samples), 1024):
-                af = av.AudioFrame.from_ndarray(samples[None, start:start + 1024], format="flt", layout="mono")
-                af.sample_rate, af.pts, af.time_base = 48000, a_pts, Fraction(1, 48000)
-                a_pts += af.samples
-                for p in aus.encode(af):
-                    dst.mux(p)
-        for stream in (vs, aus):
-            for p in stream.encode():
-                dst.mux(p)
-    return out
+    """Join clips (same size) into one file, each clip's audio padded or cut to its video's length."""
+    frames: list[np.ndarray] = []
+    audio: list[np.ndarray] = []
+    for clip in clips:
+        with av.open(str(clip)) as src:
+            frames += [frame.to_ndarray(format="bgr24") for frame in src.decode(video=0)]
+        target = int(len(frames) / 25 * 48000) - sum(len(a) for a in audio)
+        samples = _audio(clip)[:max(0, target)]
+        audio.append(np.concatenate([samples, np.zeros(max(0, target - len(samples)), np.float32)]))
+    return write_av(out, frames, np.concatenate(audio), fps=25, rate=48000)
 
 
 def _at(day_offset: int, hour: int, now: datetime) -> float:

@@ -1,8 +1,10 @@
-"""Encoding synthetic test clips with PyAV: frames from a drawing function, plus an optional tone."""
+"""Encoding test clips with PyAV: frames from a drawing function plus an optional tone, or given frames and samples."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
 
@@ -37,5 +39,34 @@ def write_clip(path: Path, draw: Callable[[int], np.ndarray], frames: int, fps: 
             out.mux(p)
         if aus is not None:
             for p in aus.encode():
+                out.mux(p)
+    return path
+
+
+def write_av(path: Path, frames: Iterable[np.ndarray], audio: np.ndarray, fps: int, rate: int,
+             options: dict[str, str] | None = None) -> Path:
+    """Encode BGR ``frames`` as H.264 at ``fps`` (size from the first frame) and mono float ``audio``
+    at ``rate`` Hz as AAC."""
+    images = iter(frames)
+    first = next(images)
+    with av.open(str(path), mode="w") as out:
+        vs = out.add_stream("libx264", rate=fps)
+        vs.height, vs.width = first.shape[:2]
+        vs.pix_fmt = "yuv420p"
+        vs.options = options or {}
+        aus = out.add_stream("aac", rate=rate, layout="mono")
+        for i, image in enumerate(itertools.chain([first], images)):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+            frame.pts = i
+            for p in vs.encode(frame):
+                out.mux(p)
+        samples = np.asarray(audio, dtype=np.float32)
+        for start in range(0, len(samples), 1024):
+            af = av.AudioFrame.from_ndarray(samples[None, start:start + 1024], format="fltp", layout="mono")
+            af.sample_rate, af.pts, af.time_base = rate, start, Fraction(1, rate)
+            for p in aus.encode(af):
+                out.mux(p)
+        for stream in (vs, aus):
+            for p in stream.encode():
                 out.mux(p)
     return path

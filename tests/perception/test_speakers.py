@@ -22,6 +22,7 @@ from plugin.evals.diarization import der, read_rttm
 from plugin.manifest import load_manifest
 from plugin.server import create_server
 from tests.conftest import DATA, engine_for, write_manifest
+from tests.media import write_av
 
 pytestmark = pytest.mark.slow
 DIAR = DATA / "diarization"
@@ -173,8 +174,6 @@ def test_an_enrolled_voice_names_its_speaker_without_a_face(tmp_path: Path) -> N
 
 def _two_faces(path: Path) -> Path:
     """GRID A and B side by side: first A talks (B frozen), then B talks (A frozen), each with their own audio."""
-    from fractions import Fraction
-
     import av
 
     def frames(p: Path) -> list[np.ndarray]:
@@ -185,25 +184,7 @@ def _two_faces(path: Path) -> Path:
     audio = np.concatenate([load_audio(DATA / "grid_bbaf2n.mpg")[:len(a) * 640],
                             load_audio(DATA / "grid_brbk7n.mpg")[:len(b) * 640]])
     video = [np.hstack([fa, b[0]]) for fa in a] + [np.hstack([a[-1], fb]) for fb in b]
-    with av.open(str(path), "w") as out:
-        vs = out.add_stream("libx264", rate=25)
-        vs.width, vs.height, vs.pix_fmt = 720, 288, "yuv420p"
-        vs.options = {"crf": "23", "preset": "veryfast"}
-        aus = out.add_stream("aac", rate=16000, layout="mono")
-        for i, img in enumerate(video):
-            vf = av.VideoFrame.from_ndarray(img, format="bgr24")
-            vf.pts = i
-            for p in vs.encode(vf):
-                out.mux(p)
-        for i in range(0, len(audio), 1024):
-            af = av.AudioFrame.from_ndarray(audio[None, i:i + 1024].astype(np.float32), format="fltp", layout="mono")
-            af.sample_rate, af.pts, af.time_base = 16000, i, Fraction(1, 16000)
-            for p in aus.encode(af):
-                out.mux(p)
-        for stream in (vs, aus):
-            for p in stream.encode():
-                out.mux(p)
-    return path
+    return write_av(path, video, audio, fps=25, rate=16000, options={"crf": "23", "preset": "veryfast"})
 
 
 def test_with_two_faces_on_screen_the_voice_goes_to_the_face_whose_mouth_moves(tmp_path: Path) -> None:
