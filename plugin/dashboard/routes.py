@@ -77,6 +77,13 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
                                                  path=request.url.path, **context)
         return HTMLResponse(html, status_code=status)
 
+    def change(request: Request, read_only_applies: bool = True) -> tuple[Any, Response | None]:
+        """The engine, and the response refusing a change from ``request`` (None when it may go ahead)."""
+        engine = get_engine()
+        if engine is None:
+            return None, _starting()
+        return engine, _write_refusal(request, read_only and read_only_applies)
+
     def page(template: str, build: Callable[..., dict[str, Any]], *, partial: str | None = None,
              writes: bool = False) -> Callable[[Callable[[Request, Any], Any]], Handler]:
         """Wrap ``view(request, engine) -> args`` into a handler rendering ``template`` with ``build(engine, *args)``."""
@@ -85,7 +92,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
             async def handler(request: Request) -> Response:
                 engine = get_engine()
                 if engine is None:
-                    return PlainTextResponse("the server is starting; reload in a moment", status_code=503)
+                    return _starting()
                 if writes:
                     refusal = _write_refusal(request, read_only)
                     if refusal is not None:
@@ -118,8 +125,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         page("_captures.html", captures)(sources_args))
 
     async def capture_start(request: Request) -> Response:
-        engine = get_engine()
-        refusal = _write_refusal(request, read_only) if engine is not None else _starting()
+        engine, refusal = change(request)
         if refusal is not None:
             return refusal
         form = await request.form()
@@ -141,8 +147,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         return render("_captures.html", request, note=note, error=error, **data)
 
     async def capture_stop(request: Request) -> Response:
-        engine = get_engine()
-        refusal = _write_refusal(request, read_only) if engine is not None else _starting()
+        engine, refusal = change(request)
         if refusal is not None:
             return refusal
         camera = request.path_params["camera"]
@@ -203,8 +208,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         page("entity.html", views.entity_page)(entity_args))
 
     async def entity_edit(request: Request) -> Response:
-        engine = get_engine()
-        refusal = _write_refusal(request, read_only) if engine is not None else _starting()
+        engine, refusal = change(request)
         if refusal is not None:
             return refusal
         action = request.path_params["action"]
@@ -240,8 +244,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         page("rules.html", views.rules_page)(rules_args))
 
     async def rule_add(request: Request) -> Response:
-        engine = get_engine()
-        refusal = _write_refusal(request, read_only) if engine is not None else _starting()
+        engine, refusal = change(request)
         if refusal is not None:
             return refusal
         form = await request.form()
@@ -262,8 +265,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         return render("_rules.html", request, note=note, error=error, **data)
 
     async def rule_remove(request: Request) -> Response:
-        engine = get_engine()
-        refusal = _write_refusal(request, read_only) if engine is not None else _starting()
+        engine, refusal = change(request)
         if refusal is not None:
             return refusal
         rule_id = request.path_params["rule_id"]
@@ -291,8 +293,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
         return render("chat.html", request, answer=None, question="")
 
     async def chat_ask(request: Request) -> Response:
-        engine = get_engine()
-        refusal = _write_refusal(request, False) if engine is not None else _starting()  # asking changes nothing
+        engine, refusal = change(request, read_only_applies=False)  # asking changes nothing
         if refusal is not None:
             return refusal
         qa = engine.manifest.qa
