@@ -79,13 +79,17 @@ def create_tables(ctx: MigrationContext) -> None:
         ctx.db.create_table(name, schema=schema, exist_ok=True)
 
 
+def _add_null_columns(table: lancedb.table.Table, columns: tuple[tuple[str, pa.DataType], ...]) -> None:
+    """Add the ``columns`` the table lacks; existing rows hold null there."""
+    missing = [pa.field(col, kind) for col, kind in columns if col not in table.schema.names]
+    if missing:
+        table.add_columns(pa.schema(missing))
+
+
 @migration(2)
 def procedural_memory(ctx: MigrationContext) -> None:
     """Add entity/severity/message/key-frame/cursor/payload columns to ``notifications``."""
-    table = ctx.db.open_table("notifications")
-    missing = [pa.field(name, kind) for name, kind in NOTIFICATION_V2_COLUMNS if name not in table.schema.names]
-    if missing:
-        table.add_columns(pa.schema(missing))
+    _add_null_columns(ctx.db.open_table("notifications"), NOTIFICATION_V2_COLUMNS)
 
 
 @migration(3)
@@ -98,10 +102,7 @@ def identity_decisions(ctx: MigrationContext) -> None:
 def semantic_memory(ctx: MigrationContext) -> None:
     """Fact provenance and camera-context columns, and the ``semantic_state`` counters."""
     for name, columns in (("facts", FACT_V4_COLUMNS), ("camera_context", CAMERA_CONTEXT_V4_COLUMNS)):
-        table = ctx.db.open_table(name)
-        missing = [pa.field(col, kind) for col, kind in columns if col not in table.schema.names]
-        if missing:
-            table.add_columns(pa.schema(missing))
+        _add_null_columns(ctx.db.open_table(name), columns)
     ctx.db.create_table("semantic_state", schema=table_schemas(ctx.dim)["semantic_state"], exist_ok=True)
 
 
@@ -117,10 +118,7 @@ def voices_and_objects(ctx: MigrationContext) -> None:
     schemas = table_schemas(ctx.dim)
     for name in ("gallery_voice", "gallery_object"):
         ctx.db.create_table(name, schema=schemas[name], exist_ok=True)
-    table = ctx.db.open_table("traces")
-    missing = [pa.field(col, kind) for col, kind in TRACE_V6_COLUMNS if col not in table.schema.names]
-    if missing:
-        table.add_columns(pa.schema(missing))
+    _add_null_columns(ctx.db.open_table("traces"), TRACE_V6_COLUMNS)
 
 
 @migration(7)
