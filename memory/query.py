@@ -118,13 +118,33 @@ def words(text: str) -> list[str]:
     return [_clean(w) for w in _WORD.findall(text.lower())]
 
 
+#: number words spelled out in questions and transcripts alike, matched as digits
+_DIGITS = {w: str(n) for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen "
+                                            "twenty".split())}
+_CODE = re.compile(r"([a-z])(\d+)")
+
+
 @lru_cache(maxsize=8192)
 def content_terms(text: str) -> tuple[str, ...]:
-    """:func:`content_words` as a cached tuple (ranking tokenises the same row texts again and again)."""
+    """:func:`content_words` as a cached tuple (ranking tokenises the same row texts again and again).
+
+    Numbers meet whichever way they were written: number words become digits, and a letter and
+    number said apart ("x four", "p 9") also give the code Whisper writes ("x4", "p9"), which in
+    turn gives its number.
+    """
     out: dict[str, None] = {}
-    for w in _WORD.findall(text.lower()):
-        w = _clean(w)
-        if len(w) > 1 and w not in STOP:
+    tokens = [_clean(w) for w in _WORD.findall(text.lower())]
+    # "one" stays a stop word ("the one who…") unless it follows a letter ("b one")
+    numbers = [_DIGITS[w] if w in _DIGITS else w for w in tokens]
+    tokens = [n if w != "one" else w for w, n in zip(tokens, numbers)]
+    for i, w in enumerate(tokens):
+        if len(w) == 1 and w.isalpha() and i + 1 < len(tokens) and numbers[i + 1].isdigit():
+            out[w + numbers[i + 1]] = None
+        elif m := _CODE.fullmatch(w):
+            out[w] = None
+            out[m.group(2)] = None
+        elif w.isdigit() or len(w) > 1 and w not in STOP:
             out[stem(w)] = None
     return tuple(out)
 
@@ -283,9 +303,10 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
     hours: tuple[float, float] | None = None
     if m := cut.take(r" (?:this |in the |last |yesterday )?(morning|afternoon|evening|night|tonight|noon|midnight) "):
         word = m.group(1)
+        hours = _PERIODS[word]
         if m.group(0).startswith(" last night") or word == "night" and day is None:
             day = day or today - timedelta(days=1)
-        hours = _PERIODS[word]
+            hours = (18, 30)  # last night: from yesterday evening to early this morning
         label.append(m.group(0).strip())
     if m := cut.take(r" (?:at|around|about|after|before|since) (?P<h>\d{1,2})(?: (?P<m>\d{2}))?"
                      r" ?(?P<ap>am|pm|a m|p m)? "):

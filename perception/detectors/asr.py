@@ -166,8 +166,12 @@ class TurnTranscripts:
         self._done: dict[int, Transcript] = {}
 
     def span(self, start_s: float, end_s: float) -> Transcript:
-        """The words of the speech turns whose middles fall in ``[start_s, end_s)``, as one transcript."""
+        """The words of the speech turns whose middles fall in ``[start_s, end_s)``, as one transcript.
+
+        Its ``sentences`` are the whole sentences those words belong to (see :func:`_sentences_of`).
+        """
         words: list[Word] = []
+        sentences: list[str] = []
         for i, (a, b) in enumerate(self.turns):
             if b + self.pad_s <= start_s or a - self.pad_s >= end_s:
                 continue
@@ -177,12 +181,35 @@ class TurnTranscripts:
             # A word belongs to the segment that holds its middle, clamped into its turn: Whisper
             # often dates a turn's first word a little before the voice activity starts, which
             # would strand it in the silent segment before the turn.
-            words.extend(w for w in self._done[i].words
-                         if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s)
+            mine = [k for k, w in enumerate(self._done[i].words)
+                    if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s]
+            words.extend(self._done[i].words[k] for k in mine)
+            sentences.extend(s for s in _sentences_of(self._done[i].words, set(mine)) if s not in sentences)
         for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
             del self._done[i]
         text = " ".join(w.text for w in words).strip()
-        return Transcript(text=text, sentences=quotes(text), words=words)
+        return Transcript(text=text, sentences=sentences, words=words)
+
+
+def _sentences_of(words: list[Word], mine: set[int], max_words: int = 25) -> list[str]:
+    """The whole sentences of a turn that hold at least one of the words at indexes ``mine``.
+
+    A segment often cuts a sentence in pieces ("Ask not" | "what" | "your country can do for
+    you."); its quotes are the sentences it was part of, so each piece can be found by what the
+    whole sentence says. Sentences longer than ``max_words`` are cut into chunks as :func:`quotes` does.
+    """
+    out: list[str] = []
+    begin = 0
+    for k, w in enumerate(words):
+        if k + 1 == len(words) or re.search(r"[.!?][\"')\]]*$", w.text.strip()):
+            for lo in range(begin, k + 1, max_words):
+                hi = min(lo + max_words, k + 1)
+                if mine.intersection(range(lo, hi)):
+                    chunk = " ".join(x.text.strip() for x in words[lo:hi]).strip()
+                    if chunk:
+                        out.append(chunk)
+            begin = k + 1
+    return out
 
 
 def quotes(text: str, max_words: int = 25) -> list[str]:

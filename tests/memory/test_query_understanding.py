@@ -86,3 +86,19 @@ def test_content_words_stem_so_forms_of_a_word_meet() -> None:
     assert content_words("bicycles") == content_words("a bicycle") == ["bicycl"]
     assert content_words("opened") == content_words("opening") == content_words("opens")
     assert content_words("what is the") == []
+
+
+def test_last_night_runs_from_yesterday_evening_into_this_morning() -> None:
+    night = understand("what happened last night", VOCAB, tz="Europe/Berlin", now=NOW).time
+    assert night is not None
+    assert (_local(night.start), _local(night.end)) == (datetime(2026, 11, 30, 18, tzinfo=BERLIN),
+                                                        datetime(2026, 12, 1, 6, tzinfo=BERLIN))
+
+
+def test_numbers_meet_whether_spelled_out_or_written_as_digits_or_codes() -> None:
+    assert content_words("room three") == content_words("room 3") == ["room", "3"]
+    # Whisper writes "X4" for "x four"; both give the code and its number
+    assert content_words("the x four instruction") == ["x4", "4", "instruction"]
+    assert set(content_words("lay blue at X4 now")) >= {"x4", "4"}
+    # "one" is still a filler word unless a letter comes before it
+    assert content_words("the one who left") == ["left"] and content_words("b one") == ["b1"]
