@@ -201,7 +201,7 @@ def _sentences_of(words: list[Word], mine: set[int], max_words: int = 25) -> lis
     out: list[str] = []
     begin = 0
     for k, w in enumerate(words):
-        if k + 1 == len(words) or re.search(r"[.!?][\"')\]]*$", w.text.strip()):
+        if k + 1 == len(words) or _ends_sentence(w.text.strip()):
             for lo in range(begin, k + 1, max_words):
                 hi = min(lo + max_words, k + 1)
                 if mine.intersection(range(lo, hi)):
@@ -212,11 +212,24 @@ def _sentences_of(words: list[Word], mine: set[int], max_words: int = 25) -> lis
     return out
 
 
+#: words whose full stop does not end a sentence
+_ABBREVIATIONS = frozenset("mr mrs ms dr st prof sr jr vs mt".split())
+
+
+def _ends_sentence(word: str) -> bool:
+    """Whether a word closes its sentence ("now." does, "Mr." does not)."""
+    return bool(re.search(r"[.!?][\"')\]]*$", word)) and word.rstrip(".").lower() not in _ABBREVIATIONS
+
+
 def quotes(text: str, max_words: int = 25) -> list[str]:
     """Split a transcript into sentence-sized quotes (long sentences are cut at ``max_words``)."""
     out: list[str] = []
-    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
-        words = sentence.split()
+    sentences: list[list[str]] = [[]]
+    for word in text.split():
+        sentences[-1].append(word)
+        if _ends_sentence(word):
+            sentences.append([])
+    for words in sentences:
         for i in range(0, len(words), max_words):
             chunk = " ".join(words[i:i + max_words]).strip()
             if chunk:

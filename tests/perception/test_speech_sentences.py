@@ -63,3 +63,10 @@ def test_each_piece_of_a_cut_sentence_quotes_the_whole_sentence_and_is_found_by_
     holders = {r["id"] for r in spoken if sentence in r["quotes"]}
     assert len(holders) >= 2  # the sentence spans segments; each piece carries it
     assert hits and hits[0]["id"] in holders
+
+
+def test_a_title_with_a_full_stop_does_not_end_the_sentence() -> None:
+    from perception.detectors.asr import quotes
+
+    assert quotes("And Mr. John Dashwood had then leisure. Ask not! What?") == [
+        "And Mr. John Dashwood had then leisure.", "Ask not!", "What?"]
