@@ -47,7 +47,7 @@ from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.media.audio import AudioBuffer, SileroVAD, scan_audio
 from perception.media.damage import read_damage, readable_end
-from perception.detectors.asr import TurnTranscripts
+from perception.detectors.asr import SAMPLE_RATE, TurnTranscripts
 from perception.errors import MediaError
 from perception.media.audio import decode_audio
 from perception.media.gateway import AudioChunk, Gateway
@@ -57,6 +57,11 @@ from perception.segmenting.segment import Segment, Segmenter
 from perception.settings import PerceptionConfig
 
 __all__ = ["IngestReport", "ProgressCallback", "ingest_file", "ingest_live", "live_start_point", "segmenter_for"]
+
+#: longest stretch of media (seconds) a live speech turn's segments wait to be transcribed together
+TURN_HOLD_S = 15.0
+#: a pause shorter than this (seconds) does not end a live speech turn
+TURN_GAP_S = 1.5
 
 logger = logging.getLogger(__name__)
 
@@ -256,12 +261,20 @@ def ingest_live(
     heard = False
     pending: list[Segment] = []
     written = 0
+    last_voice_t = -math.inf  # media time of the latest audio chunk with speech in it
+    # offline_quality: the segments of a speech turn wait for it to end (at most TURN_HOLD_S of
+    # media) and the turn is transcribed once, as a file's turns are; Whisper pays a whole 30 s
+    # window per call, and live segments during talk are often a second or two long.
+    scheduler = pipeline.scheduler
+    asr = pipeline.models.perceivers().asr if scheduler is None or scheduler.mode == "offline_quality" else None
 
-    def commit(seg: Segment) -> None:
-        nonlocal written
+    def hear(seg: Segment) -> None:
         if heard:
             seg.audio = buffer.slice(seg.t_start, seg.t_end)
             seg.speech = vad is not None and len(seg.audio) > 0 and vad.is_speech(seg.audio)
+
+    def commit(seg: Segment) -> None:
+        nonlocal written
         write = run.commit(seg)
         if on_segment is not None:
             on_segment(write)
@@ -270,10 +283,25 @@ def ingest_live(
         if written % TRIM_EVERY == 0:
             heap.trim()
 
+    def ready(seg: Segment) -> bool:
+        return not heard or buffer.end_t >= seg.t_end or gateway.now_t() - seg.t_end > audio_wait_s
+
     def drain(force: bool) -> None:
-        while pending and (force or not heard or buffer.end_t >= pending[0].t_end
-                           or gateway.now_t() - pending[0].t_end > audio_wait_s):
-            commit(pending.pop(0))
+        if (asr is not None and not force and pending and last_voice_t > pending[0].t_start
+                and buffer.end_t - last_voice_t < TURN_GAP_S and pending[-1].t_end - pending[0].t_start < TURN_HOLD_S):
+            return  # someone is still talking: keep the turn's segments together
+        batch: list[Segment] = []
+        while pending and (force or ready(pending[0])):
+            batch.append(pending.pop(0))
+        for seg in batch:
+            hear(seg)
+        spoken = [(seg.t_start, seg.t_end) for seg in batch if seg.speech]
+        if asr is not None and spoken:
+            turns = TurnTranscripts(asr, spoken, buffer.slice, pad_s=0.0)
+            for seg in batch:
+                seg.transcript = partial(turns.span, seg.t_start, seg.t_end)
+        for seg in batch:
+            commit(seg)
 
     for item in gateway.items():
         if stop is not None and stop.is_set():
@@ -285,6 +313,7 @@ def ingest_live(
                 for prob in vad.probabilities(item.pcm):
                     if prob >= vad.threshold:
                         speaking, quiet = True, 0
+                        last_voice_t = item.t + len(item.pcm) / SAMPLE_RATE
                     elif prob < vad.threshold - 0.15:
                         quiet += 1
                         if quiet >= 10:
@@ -296,10 +325,10 @@ def ingest_live(
         drain(False)
     stopped = stop is not None and stop.is_set()
     tail = segmenter.flush(end_t=None)
-    drain(True)
     if tail is not None and (tail.duration >= settings.min_segment_s or (final and not stopped)):
-        commit(tail)
+        pending.append(tail)
     elif tail is not None:
         logger.info("%s: discarded the in-flight segment (%.2fs < min %.2fs)", source.key, tail.duration,
                     settings.min_segment_s)
+    drain(True)
     return written

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
+import av
 import cv2
 import numpy as np
 import pytest
@@ -16,8 +18,9 @@ from perception.detectors.asr import load_audio
 from plugin.engine import open_store
 from plugin.manifest import load_manifest
 from plugin.server import create_server
-from tests.conftest import DATA, write_manifest
+from tests.conftest import DATA, engine_for, write_manifest
 from tests.media import write_av
+from tests.plugin.stream_media import http_server
 
 pytestmark = pytest.mark.slow
 
@@ -70,3 +73,37 @@ def test_a_title_with_a_full_stop_does_not_end_the_sentence() -> None:
 
     assert quotes("And Mr. John Dashwood had then leisure. Ask not! What?") == [
         "And Mr. John Dashwood had then leisure.", "Ask not!", "What?"]
+
+
+def _as_mpegts(clip: Path, out: Path) -> Path:
+    """Remux ``clip`` into MPEG-TS with its audio and video packets interleaved in time, as a stream is."""
+    with av.open(str(clip)) as src, av.open(str(out), "w", format="mpegts") as dst:
+        streams = {s.index: dst.add_stream_from_template(s) for s in src.streams if s.type in ("video", "audio")}
+        packets = [p for p in src.demux() if p.dts is not None and p.stream.index in streams]
+        packets.sort(key=lambda p: float(p.dts * p.time_base))
+        for p in packets:
+            p.stream = streams[p.stream.index]
+            dst.mux(p)
+    return out
+
+
+def test_a_live_stream_transcribes_each_speech_turn_once_so_its_segments_quote_whole_sentences(
+        tmp_path: Path) -> None:
+    _as_mpegts(_podium(tmp_path / "podium.mp4"), tmp_path / "podium.ts")
+    perception = {"asr": {"type": "whisper"}, "ocr": {"type": "none"}, "speakers": {"type": "none"},
+                  "max_segment_s": 2.0}
+    with http_server(tmp_path) as port, engine_for(tmp_path, perception=perception,
+                                                    semantic={"enabled": False}) as engine:
+        engine.worker.start_capture(f"http://127.0.0.1:{port}/podium.ts", "podium", {"live": False})
+        deadline = time.monotonic() + 180
+        while not engine.worker.idle() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert engine.worker.idle()
+        spoken = [t for t in engine.store.timeline(camera="podium", limit=100) if t.transcript]
+    assert len(spoken) >= 3
+    # one Whisper pass over the turn: a sentence cut across segments is quoted whole by each piece
+    holders = [t for t in spoken if any("country" in q and len(q.split()) > len(t.transcript.split())
+                                        for q in t.quotes)]
+    assert len(holders) >= 2, [(t.transcript, t.quotes) for t in spoken]
+    said = " ".join(t.transcript for t in spoken).lower()
+    assert "fellow american" in said and "your country" in said
