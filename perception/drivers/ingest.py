@@ -16,7 +16,7 @@
   on its own thread, nothing is dropped). Voice activity over the whole audio track is computed
   once up front (Silero VAD) in the same decode pass that measures loudness, so speech-turn cuts are
   the same however a run was resumed; each segment carries ``Segment.speech``, its loudness
-  (``Segment.audio_level``) and its share of the speech turns' transcripts.
+  (``Segment.audio_level``) and its share of the speech turns' transcripts and diarization.
 
 :func:`ingest_live` is the driver for live sources: it consumes a running gateway, detects voice
 activity on the stream's audio as it arrives, and commits each closed segment with the same
@@ -37,7 +37,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -47,7 +47,8 @@ from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.media.audio import AudioBuffer, SileroVAD, scan_audio
 from perception.media.damage import read_damage, readable_end
-from perception.detectors.asr import TurnTranscripts
+from perception.detectors.asr import TurnTranscripts, speech_turns
+from perception.detectors.speakers import TurnDiarization
 from perception.errors import MediaError
 from perception.media.audio import decode_audio
 from perception.media.gateway import AudioChunk, Gateway
@@ -176,12 +177,12 @@ def ingest_file(
         return _overlaps(intervals, t - 1e-6, t + 1e-6)
 
     asr = pipeline.models.perceivers().asr if intervals else None
+    diarizer = pipeline.models.perceivers().speakers if intervals else None
     # A turn is decoded on its own (a seek and a few seconds of audio), so it is the same samples
-    # however the run was resumed.
-    turns = TurnTranscripts(asr, intervals, partial(decode_audio, p)) if asr is not None else None
-    # Only diarization needs a segment's samples, and only where there is speech: those segments
-    # decode their own span (the scan already measured every segment's loudness).
-    diarize = intervals and pipeline.models.perceivers().speakers is not None
+    # however the run was resumed; speech-to-text and diarization share the decode.
+    turn_audio = lru_cache(maxsize=32)(partial(decode_audio, p))
+    turns = TurnTranscripts(asr, intervals, turn_audio) if asr is not None else None
+    voices = TurnDiarization(diarizer, speech_turns(intervals), turn_audio) if diarizer is not None else None
 
     try:
         for segment in segmenter.segments(frames, end_t=lambda: readable_end(gateway, end_t),
@@ -195,8 +196,8 @@ def ingest_file(
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
                 if turns is not None:
                     segment.transcript = partial(turns.span, segment.t_start, segment.t_end)
-                if diarize and segment.speech:
-                    segment.audio = decode_audio(p, segment.t_start, segment.t_end)
+                if voices is not None and segment.speech:
+                    segment.diarization = partial(voices.span, segment.t_start, segment.t_end)
             write = run.commit(segment)
             if on_segment is not None:
                 on_segment(write)
