@@ -179,7 +179,8 @@ def ingest_file(
     asr = pipeline.models.perceivers().asr if intervals else None
     diarizer = pipeline.models.perceivers().speakers if intervals else None
     # A turn is decoded on its own (a seek and a few seconds of audio), so it is the same samples
-    # however the run was resumed; speech-to-text and diarization share the decode.
+    # however the run was resumed; speech-to-text and diarization share the decode (the cache holds a
+    # Whisper window's turns: at most ~17 fit in one).
     turn_audio = lru_cache(maxsize=32)(partial(decode_audio, p))
     turns = TurnTranscripts(asr, intervals, turn_audio) if asr is not None else None
     voices = TurnDiarization(diarizer, speech_turns(intervals), turn_audio) if diarizer is not None else None

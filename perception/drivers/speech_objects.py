@@ -2,9 +2,10 @@
 
 :func:`resolve_objects` turns the key frames' detections of entity classes into object entity
 assignments (:mod:`perception.identity.objects`); :func:`resolve_speech` diarizes the segment's
-audio (or takes its share of the file's per-turn diarization), labels each voice (:mod:`perception.identity.voices`) and splits the transcript into
-utterances by speaker. :func:`object_observation` and :func:`speech_text` write the words that
-go into observations and traces.
+audio (or takes its share of the file's per-turn diarization), labels each voice
+(:mod:`perception.identity.voices`) and splits the transcript into utterances by speaker.
+:func:`object_observation` and :func:`speech_text` write the words that go into observations and
+traces.
 """
 
 from __future__ import annotations
