@@ -44,6 +44,7 @@ from perception.drivers.speech_objects import (
     speech_text,
 )
 from perception.detectors.ocr import text_lines_likely
+from perception.identity.reid import is_profile
 from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities, face_turn
 from perception.identity.service import IdentityService
 from perception.segmenting.keyframes import KeyframePick, encode_jpeg, select_keyframes
@@ -510,7 +511,11 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         on_screen = ids.entity_ids
         talking = mouth_motion([(f.t, f.image_bgr) for f in segment.frames], faces + extra, ids.assignments) \
             if len(on_screen) > 1 else None
-        speech = resolve_speech(run, segment, transcript, on_screen, src, idx, wall, talking=talking)
+        # a face seen only in profile does not show whether its mouth speaks: it cannot claim a voice alone
+        facing = {e for f, e in zip(faces + extra, ids.assignments)
+                  if e is not None and not is_profile(face_turn(f.detection))}
+        speech = resolve_speech(run, segment, transcript, on_screen, src, idx, wall, talking=talking,
+                                facing=facing)
     heard = [e for e in (speech.voices.entities if speech else {}) if e not in ids.entity_ids]
     run.last_t_end, run.last_people = segment.t_end, max(len(ids.entity_ids), labels.get("person", 0))
     run.last_objects = list(labels)

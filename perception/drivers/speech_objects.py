@@ -113,7 +113,8 @@ def mouth_motion(frames: Sequence[tuple[float, np.ndarray]], faces: Sequence[Any
 
 
 def resolve_speech(run: Any, segment: Any, transcript: Transcript, on_screen: list[str], source: str,
-                   index: int, now: float, talking: dict[str, float] | None = None) -> SpeechResult:
+                   index: int, now: float, talking: dict[str, float] | None = None,
+                   facing: set[str] | None = None) -> SpeechResult:
     """Diarize the segment (its share of the turns' diarization, or its audio), label each voice, and
     split the transcript into utterances."""
     diarizer = getattr(run.perceivers, "speakers", None)
@@ -129,7 +130,7 @@ def resolve_speech(run: Any, segment: Any, transcript: Transcript, on_screen: li
     if not diarization.turns:
         return SpeechResult()
     voices = run.voice_resolver.resolve(diarization, on_screen, source, index, now, run.camera_id,
-                                        talking=talking)
+                                        talking=talking, facing=facing)
     utterances: list[Utterance] = []
     for word in transcript.words:
         cluster = diarization.speaker_at(word.start, word.end)

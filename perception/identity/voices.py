@@ -6,7 +6,8 @@ same voice. This module decides, per voice cluster:
 * **known voice**: its embedding matches a person's voice gallery (cosine ≥ ``match_threshold``
   and clear of the runner-up) → that person, even when off screen;
 * **linked**: otherwise, when the voice is the only one speaking (or clearly the main one,
-  ``dominant`` share of the speech) and either exactly one identified person is on screen, or
+  ``dominant`` share of the speech) and either exactly one identified person is on screen (and was
+  seen from the front: a face only in profile, a pianist looking at the keys, may be a listener), or
   several are and one mouth moves clearly more than every other (``talking`` scores,
   :func:`perception.drivers.speech_objects.mouth_motion`), the voice is that person's: a slot is
   added to their voice gallery (face and voice co-occur);
@@ -56,10 +57,12 @@ class VoiceResolver:
         self.min_talking, self.talking_ratio = min_talking, talking_ratio
         self._next = 1
 
-    def talker(self, on_screen: list[str], talking: dict[str, float] | None) -> str | None:
-        """The one person on screen who can be the speaker: the only face, or the one mouth clearly moving."""
+    def talker(self, on_screen: list[str], talking: dict[str, float] | None,
+               facing: set[str] | None = None) -> str | None:
+        """The one person on screen who can be the speaker: the only face (unless it was seen only in
+        profile, ``facing`` lists who was seen from the front), or the one mouth clearly moving."""
         if len(on_screen) == 1:
-            return on_screen[0]
+            return on_screen[0] if facing is None or on_screen[0] in facing else None
         scores = sorted(((talking or {}).get(e, 0.0), e) for e in on_screen)
         if len(scores) < 2:
             return None
@@ -69,13 +72,15 @@ class VoiceResolver:
         return None
 
     def resolve(self, diarization: Diarization, on_screen: list[str], source: str, segment_index: int,
-                now: float, camera_id: str = "", talking: dict[str, float] | None = None) -> VoiceIdentities:
+                now: float, camera_id: str = "", talking: dict[str, float] | None = None,
+                facing: set[str] | None = None) -> VoiceIdentities:
         """Label every voice of one segment.
 
-        ``on_screen``: person entities whose faces were identified; ``talking``: their mouth-motion scores.
+        ``on_screen``: person entities whose faces were identified; ``talking``: their mouth-motion
+        scores; ``facing``: those seen from the front at least once (None: not known).
         """
         out = VoiceIdentities()
-        talker = self.talker(on_screen, talking)
+        talker = self.talker(on_screen, talking, facing)
         total = sum(diarization.seconds.values()) or 1.0
         slots: list[str] = []
         for c in diarization.speakers:

@@ -17,6 +17,7 @@ from mcp import Client
 
 from perception.detectors.asr import load_audio
 from perception.detectors.speakers import Diarizer, SpeakerEmbedder, TurnDiarization, cluster
+from memory.identity_ops import entity_decisions
 from plugin.cli import main
 from plugin.evals.diarization import der, read_rttm
 from plugin.manifest import load_manifest
@@ -228,3 +229,18 @@ def test_with_two_faces_on_screen_the_voice_goes_to_the_face_whose_mouth_moves(t
     assert not left_of(second.segment_index, second.speakers[0])  # then B on the right
     links = [r for r in decisions if r["action"] == "voice_link"]
     assert len(links) == 2 and all("mouth moved" in r["reason"] for r in links)
+
+
+def test_a_face_seen_only_in_profile_does_not_claim_the_voice_heard_over_it(tmp_path: Path) -> None:
+    """Hamilton: the singer is heard over a close profile of the pianist, then seen singing."""
+    shutil.copy(DATA / "short_hamilton_clip.mp4", tmp_path / "stage.mp4")
+    with engine_for(tmp_path, perception={"ocr": {"type": "none"}, "asr": {"type": "none"}},
+                    semantic={"enabled": False}) as engine:
+        engine.ingest_file(tmp_path / "stage.mp4", "stage")
+        traces = engine.store.timeline(camera="stage")
+        pianist = {e for t in traces if 1.3 <= t.t_start < 2.6 for e in t.entity_ids}
+        links = [d for e in {e for t in traces for e in t.entity_ids}
+                 for d in entity_decisions(engine.store, e, limit=100) if d.action == "voice_link"]
+    assert pianist and links
+    assert not any(d.entity_id in pianist and d.segment_index <= 2 for d in links), \
+        [(d.entity_id, d.segment_index, d.evidence_json) for d in links]
