@@ -38,6 +38,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
+from .cards import CARD_COLUMN, CARD_COLUMNS, add_cards, card_json
 from .embedders import Embedder
 from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
 from .ids import IdAllocator
@@ -78,7 +79,7 @@ EMBED_CACHE = 2048
 OPTIMIZE_EVERY = 50
 
 _ENTITY_HINT = "call entity_list or memory_search to find entity ids"
-_HIDDEN = ("vector", "user_id")
+_HIDDEN = ("vector", "user_id", CARD_COLUMN)
 
 
 def trace_text(trace: Trace) -> str:
@@ -300,7 +301,10 @@ class MemoryStore:
         schema = self._schemas.get(name)
         if schema is None:  # fixed once the store is open (migrations run in open()); fetching it costs a round trip
             schema = self._schemas[name] = self._table(name).schema
-        return pa.Table.from_pylist([{**r, "user_id": self.user_id} for r in records], schema=schema)
+        rows = [{**r, "user_id": self.user_id} for r in records]
+        if name in CARD_COLUMNS and CARD_COLUMN in schema.names:  # the search card, from the row as written
+            rows = [{**r, CARD_COLUMN: card_json(name, r)} for r in rows]
+        return pa.Table.from_pylist(rows, schema=schema)
 
     def _upsert(self, name: str, records: Sequence[dict[str, Any]]) -> None:
         if not records:
@@ -366,6 +370,8 @@ class MemoryStore:
 
     def bulk_append(self, name: str, rows: pa.Table) -> None:
         """Append pre-built Arrow rows (with ``vector``) to table ``name``; for benchmarks and imports."""
+        if name in CARD_COLUMNS and CARD_COLUMN in self._table(name).schema.names:
+            rows = add_cards(name, rows)
         self._table(name).add(rows)
         self._written(name)
 
