@@ -31,8 +31,8 @@ cost CPU of their own, which pinning removes.
 Measured on the 2-core development machine (see README, "Latency", for the numbers and the load
 they were taken at): one ``memory_search`` through MCP needs ≈ 20 ms of CPU — embedding the question
 ≈ 2.5 (int8 query model), full-text ≈ 4.5 (while the question is embedded), IVF_PQ with exact
-re-scoring ≈ 4.5, reading the 24 shortlisted rows' search cards ≈ 2.5, ranking ≈ 1, MCP ≈ 2.5 — so
-the p95 ≤ 20 ms target holds only while the search has most of a core to itself.
+re-scoring ≈ 4.5, reading the 24 shortlisted rows' search cards ≈ 2.5, ranking ≈ 1, MCP ≈ 2.5. The
+p95 ≤ 20 ms target is not met while other processes keep the load average at 2 or more.
 Stores built by older code are migrated when opened (search cards, ``memory/cards.py``): keep the
 store an older checkout benchmarks in another ``--dir``.
 """
