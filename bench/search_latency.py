@@ -28,11 +28,13 @@ progress goes to stderr through logging. On a busy machine, also run it pinned t
 (``taskset -c 1 python bench/search_latency.py …``): threads handing work to each other across cores
 cost CPU of their own, which pinning removes.
 
-Measured on the 2-core development machine while other engineers' runs kept its load average at 9–17
-(see README, "Latency"): ``memory_search`` through MCP costs ≈ 31 ms of CPU per query (37 for the code
-before the search used LanceDB's async API, compared in turns on the same store), ≈ 27 pinned (31);
-p50 27 ms, p95 71 ms (40 and 158 before). The p95 ≤ 20 ms target is not met: one query needs about 20 ms
-of CPU (embedding 4, full-text 3, IVF_PQ 3, reading 24 rows 7, ranking 1, MCP 2).
+Measured on the 2-core development machine (see README, "Latency", for the numbers and the load
+they were taken at): one ``memory_search`` through MCP needs ≈ 20 ms of CPU — embedding the question
+≈ 2.5 (int8 query model), full-text ≈ 4.5 (while the question is embedded), IVF_PQ with exact
+re-scoring ≈ 4.5, reading the 24 shortlisted rows' search cards ≈ 2.5, ranking ≈ 1, MCP ≈ 2.5. The
+p95 ≤ 20 ms target is not met while other processes keep the load average at 2 or more.
+Stores built by older code are migrated when opened (search cards, ``memory/cards.py``): keep the
+store an older checkout benchmarks in another ``--dir``.
 """
 
 from __future__ import annotations

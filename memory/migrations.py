@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import lancedb
 import pyarrow as pa
 
+from .cards import CARD_COLUMN, CARD_COLUMNS, card_sql
 from .errors import SchemaVersionError
 from .schema import (
     CAMERA_CONTEXT_V4_COLUMNS,
@@ -128,3 +129,13 @@ def face_poses(ctx: MigrationContext) -> None:
     missing = {col: "CAST(0.0 AS DOUBLE)" for col, _ in GALLERY_FACE_V7_COLUMNS if col not in table.schema.names}
     if missing:
         table.add_columns(missing)
+
+
+@migration(8)
+def search_cards(ctx: MigrationContext) -> None:
+    """The ``card`` column of traces and observations (``memory/cards.py``), filled in by LanceDB from
+    each row's own columns: new column files only, so rows keep their places and indexes."""
+    for name in CARD_COLUMNS:
+        table = ctx.db.open_table(name)
+        if CARD_COLUMN not in table.schema.names:
+            table.add_columns({CARD_COLUMN: card_sql(name, table.schema)})

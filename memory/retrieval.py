@@ -39,6 +39,7 @@ import numpy as np
 from lancedb import AsyncTable
 from lancedb.background_loop import LOOP
 
+from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
 from .errors import MemoryStoreError
 from .models import QueryUnderstanding, SearchHit
 from .query import EntityName, Understood, Vocabulary, understand
@@ -62,11 +63,9 @@ QUERY_CACHE = 256
 #: times a search gathers its candidates when rows moved before they were read
 READ_ATTEMPTS = 3
 
+#: the columns a search reads of each level's candidates (traces and observations: from their cards)
 _COLUMNS: dict[str, list[str]] = {
-    "traces": ["id", "text", "transcript", "ocr_text", "objects", "entity_ids", "camera_id",
-               "source", "segment_index", "t_start", "t_end", "wall_start", "keyframe_ids"],
-    "observations": ["id", "text", "entity_id", "camera_id", "source", "segment_index", "t_start", "t_end",
-                     "wall_start", "keyframe_ids"],
+    **{level: list(columns) for level, columns in CARD_COLUMNS.items()},
     "entities": ["id", "text", "kind", "name", "aliases", "description", "cameras", "merged_into"],
     "schemas": ["id", "text", "title", "camera_id", "source", "t_start", "t_end", "wall_start", "entity_ids"],
     "facts": ["id", "text", "entity_ids", "importance", "status"],
@@ -91,6 +90,7 @@ class Retriever:
         self._lock = threading.Lock()
         self._single: dict[str, tuple[float, bool]] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._cards: dict[str, bool] = {}
 
     def close(self) -> None:
         """Drop cached state."""
@@ -249,6 +249,7 @@ class Retriever:
             if plan.latest:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
+        carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
         found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
         cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
         shortlists: dict[str, list[int]] = {}
@@ -265,7 +266,7 @@ class Retriever:
                 found[level][source] = result
             for level in levels:
                 shortlists[level] = _shortlist(found[level], plan.k)
-            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level])
+            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level], carded[level])
                                        for level in levels))
 
         read = LOOP.run(candidates_and_rows())
@@ -275,11 +276,20 @@ class Retriever:
         """The query's embedding; an agent often repeats a query over levels and pages, so recent ones are kept."""
         vector = self._vectors.pop(text, None)
         if vector is None:
-            vector = self.store._embed([text])[0]
+            embed_query = getattr(self.store.embedder, "embed_query", None)  # a model meant for questions
+            vector = embed_query(text) if embed_query is not None else self.store._embed([text])[0]
         self._vectors[text] = vector
         while len(self._vectors) > QUERY_CACHE:
             self._vectors.pop(next(iter(self._vectors)))
         return vector
+
+    def _carded(self, level: str) -> bool:
+        """Whether ``level``'s rows carry search cards (``memory/cards.py``; fixed once the store is open)."""
+        carded = self._cards.get(level)
+        if carded is None:
+            carded = self._cards[level] = (level in CARD_COLUMNS
+                                           and CARD_COLUMN in self.store._table(level).schema.names)
+        return carded
 
     def _single_user(self, level: str) -> bool:
         cached = self._single.get(level)
@@ -393,11 +403,29 @@ async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[in
     return [rowids[i] for i in ids if i in rowids]
 
 
-async def _read(table: AsyncTable, columns: list[str], rowids: list[int]) -> list[dict[str, Any]]:
-    """The rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing."""
+async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool) -> list[dict[str, Any]]:
+    """The ``columns`` of the rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing.
+
+    From their cards where ``carded`` (one column instead of a dozen); a row without a usable card
+    is read column by column.
+    """
     if not rowids:
         return []
-    return (await table.take_row_ids(sorted(rowids)).select(columns).with_row_id().to_arrow()).to_pylist()
+    if not carded:
+        return (await table.take_row_ids(sorted(rowids)).select(columns).with_row_id().to_arrow()).to_pylist()
+    batch = await table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id().to_arrow()
+    rows: list[dict[str, Any]] = []
+    missing: list[int] = []
+    for text, rowid in zip(batch[CARD_COLUMN].to_pylist(), batch["_rowid"].to_pylist()):
+        row = read_card(text)
+        if row is None:
+            missing.append(rowid)
+        else:
+            row["_rowid"] = rowid
+            rows.append(row)
+    if missing:
+        rows += (await table.take_row_ids(missing).select(columns).with_row_id().to_arrow()).to_pylist()
+    return rows
 
 
 def _shortlist(sources: dict[str, list[int]], n: int) -> list[int]:

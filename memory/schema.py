@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 META_TABLE = "meta"
 
@@ -46,6 +46,8 @@ CAMERA_CONTEXT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 TRACE_V6_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
 #: columns migration 7 adds to ``gallery_face`` (the pose each slot was seen in)
 GALLERY_FACE_V7_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("turn", _f64),)
+#: the search card of traces and observations (migration 8; see ``memory/cards.py``)
+CARD_V8_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("card", _str),)
 
 
 def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
@@ -71,12 +73,12 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
         "observations": pa.schema(_fields(
             ("entity_id", _str), ("camera_id", _str), ("source", _str), ("segment_index", _i64),
             ("t_start", _f64), ("t_end", _f64), ("wall_start", _f64), ("text", _str),
-            ("keyframe_ids", _strs), ("confidence", _f64), vec)),
+            ("keyframe_ids", _strs), ("confidence", _f64), vec, *CARD_V8_COLUMNS)),
         "traces": pa.schema(_fields(
             ("camera_id", _str), ("source", _str), ("segment_index", _i64), ("t_start", _f64),
             ("t_end", _f64), ("wall_start", _f64), ("summary", _str), ("entity_ids", _strs),
             ("objects", _strs), ("ocr_text", _str), ("transcript", _str), ("quotes", _strs),
-            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec, *TRACE_V6_COLUMNS)),
+            ("keyframe_ids", _strs), ("level", _str), ("text", _str), vec, *TRACE_V6_COLUMNS, *CARD_V8_COLUMNS)),
         "schemas": pa.schema(_fields(
             ("camera_id", _str), ("source", _str), ("t_start", _f64), ("t_end", _f64),
             ("wall_start", _f64), ("wall_end", _f64), ("title", _str), ("text", _str),

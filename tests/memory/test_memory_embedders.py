@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memory import EmbedderError, HashEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from memory.embedders import QUERY_MODEL_RECIPE
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -119,3 +120,33 @@ def test_openai_embedder_failure_names_the_server_and_model_but_never_the_key(fa
 def test_openai_embedder_rejects_vectors_of_another_dimension(fake_server: str) -> None:
     with pytest.raises(EmbedderError, match="5-d vectors .* dim=8"):
         OpenAIEmbedder(fake_server, "wrong-dim", None, dim=8).embed(["hello"])
+
+
+@pytest.mark.slow
+def test_minilm_questions_use_an_int8_copy_of_the_model_that_stays_within_0_99_cosine(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("REFLECTWORLD_MODEL_CACHE", str(tmp_path / "cache"))
+    emb = MiniLMEmbedder()
+    questions = ["what did Maya say about the garden tomatoes", "man with a microphone", "sign saying wet floor",
+                 "Lin-Manuel Miranda on stage last night", "two people in the kitchen"]
+    documents = emb.embed(questions)
+    asked = np.stack([emb.embed_query(q) for q in questions])
+    cached = list((tmp_path / "cache").glob("minilm-query-*.onnx"))
+    assert len(cached) == 1  # built once, kept for the next process
+    assert asked.shape == (5, 384) and asked.dtype == np.float32
+    assert np.allclose(np.linalg.norm(asked, axis=1), 1.0, atol=1e-5)
+    similarity = (asked * documents).sum(axis=1)
+    assert similarity.min() >= 0.99 and not np.array_equal(asked, documents)  # close, and not the same model
+    mtime = cached[0].stat().st_mtime_ns
+    again = MiniLMEmbedder().embed_query(questions[0])
+    np.testing.assert_allclose(again, asked[0], atol=1e-6)
+    assert cached[0].stat().st_mtime_ns == mtime  # loaded, not rebuilt
+
+
+def test_minilm_questions_fall_back_to_the_model_when_the_query_copy_cannot_be_used(tmp_path, monkeypatch) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("REFLECTWORLD_MODEL_CACHE", str(cache))
+    emb = MiniLMEmbedder()
+    emb.embed(["load"])
+    (cache / f"minilm-query-{emb._digest[:16]}-{QUERY_MODEL_RECIPE}.onnx").write_bytes(b"not a model")
+    np.testing.assert_allclose(emb.embed_query("a red bicycle"), emb.embed(["a red bicycle"])[0], atol=1e-6)
