@@ -31,8 +31,8 @@ import numpy as np
 
 from perception.errors import MediaError
 
-__all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioLevels", "AudioScan", "AudioTrack", "SileroVAD", "decode_audio",
-           "iter_audio", "scan_audio", "speech_intervals_of"]
+__all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioLevels", "AudioScan", "AudioTrack", "SileroVAD", "SpeechTrack",
+           "decode_audio", "iter_audio", "scan_audio", "speech_intervals_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -214,9 +214,11 @@ class SileroVAD:
             self._pending = data[n * _WINDOW:]
             probs = np.empty(n, np.float32)
             sr = np.array(SAMPLE_RATE, np.int64)
+            windows = data[:n * _WINDOW].reshape(n, _WINDOW)
+            muted = np.abs(windows).max(axis=1) < DIGITAL_SILENCE if n else np.zeros(0, bool)
             for i in range(n):
-                window = data[i * _WINDOW:(i + 1) * _WINDOW]
-                if float(np.abs(window).max()) < DIGITAL_SILENCE:  # no model call for a muted stretch
+                window = windows[i]
+                if muted[i]:  # no model call for a muted stretch
                     self._state = np.zeros_like(self._state)
                     self._context = window[-_CONTEXT:]
                     probs[i] = 0.0
@@ -263,6 +265,48 @@ class SileroVAD:
             return bool(self.speech_intervals(probs))
         finally:
             self._state, self._context, self._pending = saved
+
+
+class SpeechTrack:
+    """Voice activity of a live stream: every 32 ms window's speech probability, kept with its media time.
+
+    The stream goes through the VAD once, as it arrives (:meth:`add`); whether a segment holds
+    speech is then read off the kept probabilities (:meth:`is_speech`) instead of running the
+    model over the segment's audio a second time. Bounded to the last ``max_s`` seconds.
+    """
+
+    def __init__(self, vad: SileroVAD, max_s: float = 120.0) -> None:
+        self.vad = vad
+        self.max_s = max_s
+        self._chunks: deque[tuple[float, np.ndarray]] = deque()  # (media time of the first window, probabilities)
+
+    def add(self, t: float, pcm: np.ndarray) -> np.ndarray:
+        """Run the VAD over a chunk starting at media time ``t``; returns its windows' probabilities."""
+        first = t - len(self.vad._pending) / SAMPLE_RATE  # a partial window left from the last chunk comes first
+        probs = self.vad.probabilities(pcm)
+        if len(probs):
+            self._chunks.append((first, probs))
+            while self._chunks and self._chunks[0][0] < first - self.max_s:
+                self._chunks.popleft()
+        return probs
+
+    def is_speech(self, start_s: float, end_s: float) -> bool:
+        """Whether the windows starting between two media times hold a speech interval."""
+        step = _WINDOW / SAMPLE_RATE
+        parts = []
+        for t, probs in self._chunks:
+            if t + len(probs) * step <= start_s or t >= end_s:
+                continue
+            lo = max(0, math.ceil((start_s - t) / step - 1e-9))
+            hi = min(len(probs), math.ceil((end_s - t) / step - 1e-9))
+            parts.append(probs[lo:hi])
+        return bool(parts) and bool(self.vad.speech_intervals(np.concatenate(parts)))
+
+    def trim_before(self, t_cut: float) -> None:
+        """Forget chunks that end before ``t_cut``."""
+        step = _WINDOW / SAMPLE_RATE
+        while self._chunks and self._chunks[0][0] + len(self._chunks[0][1]) * step <= t_cut:
+            self._chunks.popleft()
 
 
 def speech_intervals_of(path: str | Path, vad: SileroVAD) -> list[tuple[float, float]]:
