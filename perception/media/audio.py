@@ -212,21 +212,25 @@ class SileroVAD:
             data = np.concatenate([self._pending, pcm.astype(np.float32, copy=False)])
             n = len(data) // _WINDOW
             self._pending = data[n * _WINDOW:]
-            probs = np.empty(n, np.float32)
+            probs = np.zeros(n, np.float32)
             sr = np.array(SAMPLE_RATE, np.int64)
             windows = data[:n * _WINDOW].reshape(n, _WINDOW)
-            muted = np.abs(windows).max(axis=1) < DIGITAL_SILENCE if n else np.zeros(0, bool)
-            for i in range(n):
-                window = windows[i]
-                if muted[i]:  # no model call for a muted stretch
+            # A muted window costs no model call: probability 0 and a fresh state after it.
+            loud = np.flatnonzero(np.abs(windows).max(axis=1) >= DIGITAL_SILENCE) if n else np.zeros(0, np.intp)
+            previous = -1
+            for i in loud:
+                if i != previous + 1:  # muted windows came before this one
                     self._state = np.zeros_like(self._state)
-                    self._context = window[-_CONTEXT:]
-                    probs[i] = 0.0
-                    continue
+                    self._context = windows[i - 1, -_CONTEXT:]
+                previous = i
+                window = windows[i]
                 x = np.concatenate([self._context, window])[None, :]
                 out, self._state = self._session.run(None, {"input": x, "state": self._state, "sr": sr})
                 self._context = window[-_CONTEXT:]
                 probs[i] = float(out[0, 0])
+            if previous < n - 1:  # the chunk ends muted
+                self._state = np.zeros_like(self._state)
+                self._context = windows[-1, -_CONTEXT:]
             return probs
 
     def speech_intervals(self, probs: np.ndarray, t0: float = 0.0, min_silence_s: float = 0.3,

@@ -256,7 +256,7 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
 
 
 #: seconds of decoded audio resampled and handed on at once
-AUDIO_CHUNK_S = 0.25
+AUDIO_CHUNK_S = 0.5
 
 
 class _AudioChunker:
