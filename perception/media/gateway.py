@@ -38,11 +38,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-import cv2
 import numpy as np
 
 from perception.media.sources import AudioIn, Source, SourceError, redact_uri
-from perception.media.video import ANALYSIS_MAX_SIDE, Frame, resize_long_side
+from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail, resize_long_side
 
 __all__ = ["KEYFRAMES_AFTER_S", "AudioChunk", "Gateway", "Mode", "SourceStats"]
 
@@ -331,8 +330,7 @@ class Gateway:
         """Track how long the picture has been still; switch key-frame-only decoding on or off."""
         if self.keyframes_after_s is None:
             return
-        thumb = cv2.cvtColor(cv2.resize(frame.image_bgr, (64, 36), interpolation=cv2.INTER_AREA),
-                             cv2.COLOR_BGR2GRAY).astype(np.float32) / 255.0
+        thumb = grey_thumbnail(frame.image_bgr)
         if self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF:
             self._still_ref, self._still_since = thumb, frame.t
             if self.source.keyframes_only:

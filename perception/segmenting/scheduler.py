@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import cv2
 import numpy as np
+
+from perception.media.video import grey_thumbnail
 
 __all__ = ["Decision", "Scheduler", "SegmentSignals", "audio_rms", "frame_changed", "segment_motion"]
 
@@ -36,23 +37,18 @@ Mode = Literal["offline_quality", "live_latency"]
 Action = Literal["skip", "light", "full"]
 
 
-def _grey(image: np.ndarray) -> np.ndarray:
-    small = cv2.resize(image, (64, 36), interpolation=cv2.INTER_AREA)
-    return (cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small).astype(np.float32) / 255.0
-
-
 def frame_changed(previous: np.ndarray | None, current: np.ndarray, threshold: float = 0.02) -> bool:
     """Whether ``current`` differs from ``previous`` (mean absolute grey difference > ``threshold``)."""
     if previous is None:
         return True
-    return float(np.abs(_grey(previous) - _grey(current)).mean()) > threshold
+    return float(np.abs(grey_thumbnail(previous) - grey_thumbnail(current)).mean()) > threshold
 
 
 def segment_motion(images: Sequence[np.ndarray]) -> float:
     """Mean absolute difference of consecutive downscaled grey frames, in [0, 1]."""
     if len(images) < 2:
         return 0.0
-    greys = [_grey(im) for im in images]
+    greys = [grey_thumbnail(im) for im in images]
     return float(np.mean([np.abs(a - b).mean() for a, b in itertools.pairwise(greys)]))
 
 
