@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,7 +57,8 @@ def audio_rms(samples: np.ndarray | None) -> float | None:
     """Root mean square of float samples in [-1, 1] (``None`` when there is no audio)."""
     if samples is None or samples.size == 0:
         return None
-    return float(np.sqrt(np.mean(np.square(samples.astype(np.float64)))))
+    x = samples.astype(np.float32, copy=False).ravel()
+    return math.sqrt(float(np.dot(x, x)) / x.size)
 
 
 @dataclass(frozen=True)
