@@ -55,7 +55,7 @@ STILL_DIFF = 0.02
 #: audio RMS at or above which a stream is not silent (the scheduler's threshold)
 SILENCE_RMS = 0.01
 #: live captures decode key frames only after this long still and silent
-KEYFRAMES_AFTER_S = 30.0
+KEYFRAMES_AFTER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -345,7 +345,7 @@ class Gateway:
     def _idle_audio(self, t: float, pcm: np.ndarray) -> None:
         if self.keyframes_after_s is None or pcm.size == 0:
             return
-        if float(np.sqrt(np.mean(np.square(pcm, dtype=np.float64)))) >= SILENCE_RMS:
+        if float(np.dot(pcm, pcm)) >= SILENCE_RMS ** 2 * pcm.size:  # RMS at or above the threshold
             self._still_since = t
             self.source.keyframes_only = False
 

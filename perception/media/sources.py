@@ -32,7 +32,7 @@ import av
 import av.error
 import numpy as np
 
-from perception.media.audio import MAX_BAD_RUN, SAMPLE_RATE
+from perception.media.audio import DIGITAL_SILENCE, MAX_BAD_RUN, SAMPLE_RATE
 from perception.errors import MediaError
 from perception.media.images import read_image
 
@@ -257,6 +257,7 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
 
 #: seconds of decoded audio resampled and handed on at once
 AUDIO_CHUNK_S = 0.5
+_FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
 
 
 class _AudioChunker:
@@ -287,11 +288,14 @@ class _AudioChunker:
             yield from self.flush()
 
     def flush(self) -> Iterator[AudioIn]:
-        """Resample and yield whatever is queued."""
+        """Resample and yield whatever is queued (digital silence comes out as zeros, unresampled)."""
         queued = self._fifo.read() if self._fifo.samples else None
         if queued is None:
             return
         t = self._t
+        if queued.format.name in _FLOAT_FORMATS and float(np.abs(queued.to_ndarray()).max()) < DIGITAL_SILENCE:
+            yield AudioIn(t, np.zeros(round(queued.samples * SAMPLE_RATE / queued.sample_rate), np.float32))
+            return
         for out in self._resampler.resample(queued):
             yield AudioIn(t, out.to_ndarray().reshape(-1).astype(np.float32, copy=False))
             t = None if t is None else t + out.samples / SAMPLE_RATE
