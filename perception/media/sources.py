@@ -228,7 +228,8 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
                            type(exc).__name__)
             source.truncated = True
             break
-        if packet.stream is vs:
+        video = packet.stream is vs
+        if video:
             skipping = (source.keyframes_only or skipping) and not packet.is_keyframe
             if skipping:
                 continue
@@ -243,12 +244,14 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
                 raise _av_error(source, exc, f"decode (after {decoded} frames and {bad_run} bad packets)") from exc
             continue
         bad_run = 0
-        for frame in frames:
-            if packet.stream.type == "video":
+        if video:
+            for frame in frames:
                 decoded += 1
                 yield VideoIn(None if frame.time is None else float(frame.time), frame)
-            elif chunks is not None:
-                yield from chunks.add(frame)
+        elif chunks is not None:
+            for frame in frames:
+                if chunks.add(frame):
+                    yield from chunks.flush()
     if chunks is not None:
         yield from chunks.flush()
     if decoded == 0 and not source.live and not stop.is_set():
@@ -271,24 +274,31 @@ class _AudioChunker:
     def __init__(self) -> None:
         self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         self._fifo = av.AudioFifo()
-        self._shape: tuple[str, str, int] | None = None  # format, layout, rate of the frames in the fifo
+        self._held: Any = None  # a frame in another format than the fifo's, queued once it is flushed
         self._t: float | None = None  # stream time of the fifo's first sample
 
-    def add(self, frame: Any) -> Iterator[AudioIn]:
-        """Queue one decoded frame; yields a chunk once :data:`AUDIO_CHUNK_S` is queued."""
-        shape = (frame.format.name, frame.layout.name, frame.sample_rate)
-        if shape != self._shape:
-            yield from self.flush()
-            self._fifo, self._shape = av.AudioFifo(), shape
-        if self._fifo.samples == 0:
+    def add(self, frame: Any) -> bool:
+        """Queue one decoded frame; True when a chunk is ready (:meth:`flush` it)."""
+        if not self._fifo.samples:
             self._t = None if frame.time is None else float(frame.time)
-        frame.pts = None  # the fifo checks continuity of timestamps; times are kept here instead
-        self._fifo.write(frame)
-        if self._fifo.samples >= AUDIO_CHUNK_S * frame.sample_rate:
-            yield from self.flush()
+        pts, frame.pts = frame.pts, None  # the fifo checks continuity of timestamps; times are kept here
+        try:
+            self._fifo.write(frame)
+        except ValueError:  # the format, layout or rate changed: flush what came before, then start afresh
+            frame.pts, self._held = pts, frame
+            return True
+        return self._fifo.samples >= AUDIO_CHUNK_S * frame.sample_rate
 
     def flush(self) -> Iterator[AudioIn]:
         """Resample and yield whatever is queued (digital silence comes out as zeros, unresampled)."""
+        yield from self._flush()
+        if self._held is not None:
+            frame, self._held = self._held, None
+            self._fifo = av.AudioFifo()
+            self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+            self.add(frame)
+
+    def _flush(self) -> Iterator[AudioIn]:
         queued = self._fifo.read() if self._fifo.samples else None
         if queued is None:
             return
