@@ -245,6 +245,8 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
             continue
         bad_run = 0
         if video:
+            if frames and chunks is not None:
+                yield from chunks.flush()  # the audio decoded so far comes first, as in the stream
             for frame in frames:
                 decoded += 1
                 yield VideoIn(None if frame.time is None else float(frame.time), frame)
@@ -264,11 +266,14 @@ _FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
 
 
 class _AudioChunker:
-    """Decoded audio frames gathered into :data:`AUDIO_CHUNK_S` chunks of 16 kHz mono.
+    """Decoded audio frames gathered into chunks of 16 kHz mono, at most :data:`AUDIO_CHUNK_S` long.
 
-    A compressed stream decodes to ~47 frames a second; resampling and handing on each one cost
-    more than decoding it (most of what a silent camera spends). The resampler is a stream
-    filter, so the samples are the same however the input is chunked.
+    A compressed stream decodes to ~47 audio frames a second; resampling and handing on each one
+    cost more than decoding it (most of what a silent camera spends). The demuxer flushes the
+    chunk before each decoded video frame, so audio and video reach the consumer in stream order
+    (the live driver's speech state at a frame is what it was): chunks are as long as the gap
+    between decoded video frames, a whole :data:`AUDIO_CHUNK_S` while only key frames are decoded.
+    The resampler is a stream filter, so the samples are the same however the input is chunked.
     """
 
     def __init__(self) -> None:
