@@ -217,8 +217,12 @@ class SileroVAD:
             n = len(data) // _WINDOW
             self._pending = data[n * _WINDOW:]
             probs = np.zeros(n, np.float32)
-            sr = np.array(SAMPLE_RATE, np.int64)
             windows = data[:n * _WINDOW].reshape(n, _WINDOW)
+            if n and float(np.abs(windows).max()) < DIGITAL_SILENCE:  # a muted chunk: nothing to run
+                self._state = np.zeros_like(self._state)
+                self._context = windows[-1, -_CONTEXT:]
+                return probs
+            sr = np.array(SAMPLE_RATE, np.int64)
             # A muted window costs no model call: probability 0 and a fresh state after it.
             audible = np.abs(windows).max(axis=1) >= DIGITAL_SILENCE
             if quiet_rms > 0:
