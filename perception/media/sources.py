@@ -244,6 +244,8 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
                 raise _av_error(source, exc, f"decode (after {decoded} frames and {bad_run} bad packets)") from exc
             continue
         bad_run = 0
+        if video and source.keyframes_only:
+            frames = [*frames, *_drain(vs, packet.time_base)]
         if video:
             if frames and chunks is not None:
                 yield from chunks.flush()  # the audio decoded so far comes first, as in the stream
@@ -258,6 +260,22 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
         yield from chunks.flush()
     if decoded == 0 and not source.live and not stop.is_set():
         raise SourceError(f"{source.key!r} decoded to no video frames; the file is corrupt or truncated", source.key)
+
+
+def _drain(vs: Any, time_base: Any) -> list[Any]:
+    """The frames a decoder holds back for reordering, and a fresh decoder state after them.
+
+    Between key frames decoded on their own, a decoder with B-frame reordering would hand each
+    one out only two key frames later: a still camera would notice a change two GOPs late.
+    """
+    try:
+        frames = vs.codec_context.decode(None)
+    except av.error.FFmpegError:
+        frames = []
+    vs.codec_context.flush_buffers()
+    for frame in frames:
+        frame.time_base = time_base
+    return list(frames)
 
 
 #: seconds of decoded audio resampled and handed on at once
