@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 
 from perception.media.sources import AudioIn, Source, SourceError, redact_uri
-from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail, resize_long_side
+from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail
 
 __all__ = ["KEYFRAMES_AFTER_S", "AudioChunk", "Gateway", "Mode", "SourceStats"]
 
@@ -314,7 +314,7 @@ class Gateway:
                     continue
                 slot = math.floor(t * self.sample_fps + _EPS)
                 next_slot = slot + 1
-                frame = Frame(index=slot, t=float(t), image_bgr=resize_long_side(item.to_bgr(), self.max_side))
+                frame = Frame(index=slot, t=float(t), image_bgr=item.to_bgr(self.max_side))
                 self._idle_video(frame)
                 self.latest = frame
                 self.stats.last_frame_t = frame.t

@@ -30,11 +30,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import av
 import av.error
+import cv2
 import numpy as np
 
 from perception.media.audio import DIGITAL_SILENCE, MAX_BAD_RUN, SAMPLE_RATE
 from perception.errors import MediaError
 from perception.media.images import read_image
+from perception.media.video import resize_long_side
 
 __all__ = [
     "AudioIn", "ByteFeed", "IMAGE_SUFFIXES", "Source", "SourceError", "SourceOptions", "VideoIn",
@@ -76,11 +78,45 @@ class VideoIn:
     t: float | None
     frame: Any  # av.VideoFrame or a BGR ndarray
 
-    def to_bgr(self) -> np.ndarray:
-        """The frame as a BGR uint8 array."""
-        if isinstance(self.frame, np.ndarray):
-            return self.frame
-        return self.frame.to_ndarray(format="bgr24")
+    def to_bgr(self, max_side: int | None = None) -> np.ndarray:
+        """The frame as a BGR uint8 array, downscaled so its long side is at most ``max_side``."""
+        frame = self.frame
+        if not isinstance(frame, np.ndarray):
+            small = _small_bgr(frame, max_side) if max_side is not None else None
+            if small is not None:
+                return small
+            frame = frame.to_ndarray(format="bgr24")
+        return frame if max_side is None else resize_long_side(frame, max_side)
+
+
+#: colour spaces whose YUV → BGR conversion is BT.601 (unspecified, BT.470BG, SMPTE 170M); ranges: unspecified, limited
+_BT601 = frozenset({2, 5, 6})
+_LIMITED = frozenset({0, 1})
+
+
+def _small_bgr(frame: Any, max_side: int) -> np.ndarray | None:
+    """A BT.601, limited-range 4:2:0 frame downscaled in YUV, then converted: ``None`` for any other frame.
+
+    Area-averaging the planes before the colour conversion costs a third of converting the whole
+    frame first; OpenCV's conversion is also closer to the BT.601 formula than FFmpeg's default
+    one (mean error 0.25 against 1.2 grey levels on the bench clip).
+    """
+    w, h = frame.width, frame.height
+    scale = max_side / max(w, h)
+    size = (round(w * scale), round(h * scale))
+    if (frame.format.name != "yuv420p" or frame.colorspace not in _BT601 or frame.color_range not in _LIMITED
+            or scale >= 1 or w % 2 or h % 2 or size[0] % 2 or size[1] % 2):
+        return None
+    planes = frame.to_ndarray(format="yuv420p").reshape(-1)  # Y (w × h), then U and V (w/2 × h/2 each)
+    sw, sh = size
+    out = np.empty(sw * sh * 3 // 2, np.uint8)
+    out[:sw * sh] = cv2.resize(planes[:w * h].reshape(h, w), size, interpolation=cv2.INTER_AREA).reshape(-1)
+    n, sn = w * h // 4, sw * sh // 4
+    for k in range(2):
+        plane = planes[w * h + k * n:w * h + (k + 1) * n].reshape(h // 2, w // 2)
+        out[sw * sh + k * sn:sw * sh + (k + 1) * sn] = cv2.resize(plane, (sw // 2, sh // 2),
+                                                                  interpolation=cv2.INTER_AREA).reshape(-1)
+    return cv2.cvtColor(out.reshape(sh * 3 // 2, sw), cv2.COLOR_YUV2BGR_I420)
 
 
 @dataclass(frozen=True)
