@@ -107,15 +107,14 @@ def _small_bgr(frame: Any, max_side: int) -> np.ndarray | None:
     if (frame.format.name != "yuv420p" or frame.colorspace not in _BT601 or frame.color_range not in _LIMITED
             or scale >= 1 or w % 2 or h % 2 or size[0] % 2 or size[1] % 2):
         return None
-    planes = frame.to_ndarray(format="yuv420p").reshape(-1)  # Y (w × h), then U and V (w/2 × h/2 each)
     sw, sh = size
-    out = np.empty(sw * sh * 3 // 2, np.uint8)
-    out[:sw * sh] = cv2.resize(planes[:w * h].reshape(h, w), size, interpolation=cv2.INTER_AREA).reshape(-1)
-    n, sn = w * h // 4, sw * sh // 4
-    for k in range(2):
-        plane = planes[w * h + k * n:w * h + (k + 1) * n].reshape(h // 2, w // 2)
-        out[sw * sh + k * sn:sw * sh + (k + 1) * sn] = cv2.resize(plane, (sw // 2, sh // 2),
-                                                                  interpolation=cv2.INTER_AREA).reshape(-1)
+    out = np.empty(sw * sh * 3 // 2, np.uint8)  # I420: Y (sw × sh), then U and V (sw/2 × sh/2 each)
+    start = 0
+    for plane, (pw, ph), (tw, th) in zip(frame.planes, ((w, h), (w // 2, h // 2), (w // 2, h // 2)),
+                                         ((sw, sh), (sw // 2, sh // 2), (sw // 2, sh // 2))):
+        rows = np.frombuffer(plane, np.uint8)[:plane.line_size * ph].reshape(ph, plane.line_size)[:, :pw]
+        out[start:start + tw * th] = cv2.resize(rows, (tw, th), interpolation=cv2.INTER_AREA).reshape(-1)
+        start += tw * th
     return cv2.cvtColor(out.reshape(sh * 3 // 2, sw), cv2.COLOR_YUV2BGR_I420)
 
 
