@@ -9,8 +9,10 @@ or merge applies to the next search):
   merged ids resolve to the entity they were merged into;
 * **time** — ``today``, ``yesterday``, ``this morning/afternoon/evening``, ``tonight``, ``last night``,
   weekday names (``on Tuesday``, ``last Tuesday``), ``this/last week``, ``N minutes/hours/days ago``,
-  ``in the last N hours``, ``at 3 pm`` / ``at 15:30`` (a ±1 h window, on the named day or today),
-  ISO dates; resolved in the user's IANA time zone to wall-clock epoch seconds;
+  ``in the last N hours``, ``at 3 pm`` / ``at 15:30`` (a ±1 h window, on the named day or today; "at 8
+  this evening" is 20:00), ``between 8 and 9 pm`` / ``from 14:00 to 15:30``, ISO dates and dates with a
+  month name (``March 3rd``, ``the 3rd of March 2025``; without a year, the latest one not in the
+  future); resolved in the user's IANA time zone to wall-clock epoch seconds;
 * **order** — ``the first time`` / ``the last time`` / ``most recent``, or ``first`` / ``last`` closing
   the question ("who spoke last");
 * **cameras** — camera ids written as words (``front_door`` ↔ "front door");
@@ -39,7 +41,7 @@ do does did done have has had i me my we our you your it its this that these tho
 what which who whom whose when where why how any some someone somebody something show find tell give me us
 segment segments clip clips video videos moment moments scene time times please can could would should will
 just also very really ever all one happen happened happens happening thing things anything everything
-something nothing see saw seen look looking there going go went record recorded""".split())
+something nothing see saw seen look looking there going go went record recorded may might must""".split())
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 #: words that say the answer is in what was said / what was written, not in what was seen
@@ -118,13 +120,33 @@ def words(text: str) -> list[str]:
     return [_clean(w) for w in _WORD.findall(text.lower())]
 
 
+#: number words spelled out in questions and transcripts alike, matched as digits
+_DIGITS = {w: str(n) for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen "
+                                            "twenty".split())}
+_CODE = re.compile(r"([a-z])(\d+)")
+
+
 @lru_cache(maxsize=8192)
 def content_terms(text: str) -> tuple[str, ...]:
-    """:func:`content_words` as a cached tuple (ranking tokenises the same row texts again and again)."""
+    """:func:`content_words` as a cached tuple (ranking tokenises the same row texts again and again).
+
+    Numbers meet whichever way they were written: number words become digits, and a letter and
+    number said apart ("x four", "p 9") also give the code Whisper writes ("x4", "p9"), which in
+    turn gives its number.
+    """
     out: dict[str, None] = {}
-    for w in _WORD.findall(text.lower()):
-        w = _clean(w)
-        if len(w) > 1 and w not in STOP:
+    tokens = [_clean(w) for w in _WORD.findall(text.lower())]
+    # "one" stays a stop word ("the one who…") unless it follows a letter ("b one")
+    numbers = [_DIGITS[w] if w in _DIGITS else w for w in tokens]
+    tokens = [n if w != "one" else w for w, n in zip(tokens, numbers)]
+    for i, w in enumerate(tokens):
+        if len(w) == 1 and w.isalpha() and i + 1 < len(tokens) and numbers[i + 1].isdigit():
+            out[w + numbers[i + 1]] = None
+        elif m := _CODE.fullmatch(w):
+            out[w] = None
+            out[m.group(2)] = None
+        elif w.isdigit() or len(w) > 1 and w not in STOP:
             out[stem(w)] = None
     return tuple(out)
 
@@ -250,17 +272,35 @@ def _day_window(day: date, tz: ZoneInfo | None, hours: tuple[float, float] = (0,
     return start.timestamp(), (start + timedelta(hours=hours[1] - hours[0])).timestamp()
 
 
-def _clock(m: re.Match[str]) -> float | None:
-    hour = int(m.group("h"))
-    minute = int(m.group("m") or 0)
-    ampm = m.group("ap")
+def _clock_of(h: str, m: str | None, ampm: str | None, later: int = 0) -> float | None:
+    """Hour of day from matched parts; an hour under 12 without am/pm moves ``later`` hours."""
+    hour, minute = int(h), int(m or 0)
     if ampm:
         if not 1 <= hour <= 12:
             return None
         hour = hour % 12 + (12 if ampm.startswith("p") else 0)
+    elif hour < 12:
+        hour += later
     if hour > 23 or minute > 59:
         return None
     return hour + minute / 60
+
+
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december"]
+_MONTH_RE = "|".join(sorted({*_MONTH_NAMES, *(n[:3] for n in _MONTH_NAMES), "sept"}, key=len, reverse=True))
+
+
+def _month_day(m: re.Match[str], today: date) -> date | None:
+    """The date of ``3rd of March`` / ``March 3`` (without a year: the latest one not after today)."""
+    month = next(i for i, n in enumerate(_MONTH_NAMES, 1) if n.startswith(m.group("mon")[:3]))
+    try:
+        if m.group("y"):
+            return date(int(m.group("y")), month, int(m.group("d")))
+        found = date(today.year, month, int(m.group("d")))
+        return found if found <= today else date(today.year - 1, month, int(m.group("d")))
+    except ValueError:
+        return None
 
 
 def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Understood) -> None:
@@ -280,16 +320,38 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
             day, label = date(int(m.group(1)), int(m.group(2)), int(m.group(3))), [m.group(0).strip()]
         except ValueError:
             out.notes.append(f"could not read the date {m.group(0).strip()!r}; not filtering by date")
+    elif m := (cut.take(rf" (?:on )?(?:the )?(?P<d>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<mon>{_MONTH_RE})"
+                        r"(?: (?P<y>\d{4}))? ")
+               or cut.take(rf" (?:on )?(?P<mon>{_MONTH_RE}) (?:the )?(?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
+                           r"(?: (?P<y>\d{4}))? ")):
+        day = _month_day(m, today)
+        if day is None:
+            out.notes.append(f"could not read the date {m.group(0).strip()!r}; not filtering by date")
+        else:
+            label = [m.group(0).strip()]
     hours: tuple[float, float] | None = None
     if m := cut.take(r" (?:this |in the |last |yesterday )?(morning|afternoon|evening|night|tonight|noon|midnight) "):
         word = m.group(1)
+        hours = _PERIODS[word]
         if m.group(0).startswith(" last night") or word == "night" and day is None:
             day = day or today - timedelta(days=1)
-        hours = _PERIODS[word]
+            hours = (18, 30)  # last night: from yesterday evening to early this morning
         label.append(m.group(0).strip())
-    if m := cut.take(r" (?:at|around|about|after|before|since) (?P<h>\d{1,2})(?: (?P<m>\d{2}))?"
-                     r" ?(?P<ap>am|pm|a m|p m)? "):
-        clock = _clock(m)
+    # "at 8 this evening" is 20:00: an hour without am/pm takes the afternoon/evening it was said with
+    later = 12 if hours is not None and hours[0] >= 12 else 0
+    if m := cut.take(r" (?:between|from) (?P<h>\d{1,2})(?: (?P<m>\d{2}))? ?(?P<ap>am|pm|a m|p m)?"
+                     r" (?:and|to|until|till) (?P<h2>\d{1,2})(?: (?P<m2>\d{2}))? ?(?P<ap2>am|pm|a m|p m)? "):
+        ap = m.group("ap") or m.group("ap2")  # "between 8 and 9 pm": both are pm
+        lo = _clock_of(m.group("h"), m.group("m"), ap, later)
+        hi = _clock_of(m.group("h2"), m.group("m2"), m.group("ap2") or ap, later)
+        if lo is None or hi is None or hi <= lo:
+            out.notes.append(f"could not read the times {m.group(0).strip()!r}; not filtering by time of day")
+        else:
+            hours = (lo, hi)
+            label.append(m.group(0).strip())
+    elif m := cut.take(r" (?:at|around|about|after|before|since) (?P<h>\d{1,2})(?: (?P<m>\d{2}))?"
+                       r" ?(?P<ap>am|pm|a m|p m)? "):
+        clock = _clock_of(m.group("h"), m.group("m"), m.group("ap"), later)
         if clock is None:
             out.notes.append(f"could not read the time {m.group(0).strip()!r}; not filtering by time of day")
         else:
@@ -298,7 +360,7 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
                      else (clock - 1, clock + 1))
             label.append(m.group(0).strip())
     elif m := cut.take(r" (?P<h>\d{1,2})(?: (?P<m>\d{2}))? ?(?P<ap>am|pm) "):
-        clock = _clock(m)
+        clock = _clock_of(m.group("h"), m.group("m"), m.group("ap"))
         if clock is None:
             out.notes.append(f"could not read the time {m.group(0).strip()!r}; not filtering by time of day")
         else:

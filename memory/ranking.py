@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from .models import Match
-from .query import Understood, content_terms
+from .query import Understood, content_terms, stem, words
 
 __all__ = ["Scored", "collapse", "people_count", "row_fields", "score_row"]
 
@@ -142,6 +143,9 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
     if q.terms:
         fields = row_fields(level, row, names)
         per_field = {f: set(content_terms(t)) for f, t in fields.items()}
+        if "names" in per_field:  # a name matches as written: "line" stems to "lin" but is not Lin
+            spelled = set(words(fields["names"]))
+            per_field["names"] = {t for t in per_field["names"] if _as_written(q.text).get(t, t) in spelled}
         found: dict[str, list[str]] = {}
         total = 0.0
         wanted = _INTENT_FIELD.get(q.intent or "")
@@ -182,6 +186,12 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
     if level == "facts":  # importance participates in ranking of facts
         score *= 0.5 + 0.5 * float(row.get("importance") or 0.0)
     return Scored(level=level, row=row, score=round(float(score), 4), why=why, cosine=cosine or 0.0)
+
+
+@lru_cache(maxsize=256)
+def _as_written(text: str) -> dict[str, str]:
+    """Each content term of a question → the word it was written as."""
+    return {stem(w): w for w in words(text)}
 
 
 def _signature(row: dict[str, Any]) -> set[str]:

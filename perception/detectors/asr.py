@@ -25,7 +25,8 @@ import numpy as np
 
 from perception.detectors.backends import package_file, verified
 
-__all__ = ["SAMPLE_RATE", "Transcript", "WhisperTranscriber", "Word", "load_audio", "quotes", "word_error_rate"]
+__all__ = ["SAMPLE_RATE", "Transcript", "TurnTranscripts", "WhisperTranscriber", "Word", "load_audio", "pack_turns",
+           "quotes", "speech_turns", "word_error_rate"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,15 +133,50 @@ class WhisperTranscriber:
         return Transcript(text=text, sentences=quotes(text), words=words)
 
 
+def speech_turns(intervals: list[tuple[float, float]], join_gap_s: float = 1.0,
+                 max_turn_s: float = 28.0) -> list[tuple[float, float]]:
+    """Speech turns of a file: its speech intervals joined across gaps under ``join_gap_s``, each
+    at most ``max_turn_s`` long (a longer interval is cut into pieces)."""
+    turns: list[tuple[float, float]] = []
+    for a, b in intervals:
+        if turns and a - turns[-1][1] < join_gap_s and b - turns[-1][0] <= max_turn_s:
+            turns[-1] = (turns[-1][0], b)
+        else:
+            while b - a > max_turn_s:
+                turns.append((a, a + max_turn_s))
+                a += max_turn_s
+            turns.append((a, b))
+    return turns
+
+
+def pack_turns(turns: list[tuple[float, float]], pad_s: float, gap_s: float, window_s: float) -> list[list[int]]:
+    """Consecutive turns grouped so that each group's padded audio, with ``gap_s`` of silence
+    between turns, fits one Whisper window of ``window_s``; returns the turn indices per group."""
+    packs: list[list[int]] = []
+    used = 0.0
+    for i, (a, b) in enumerate(turns):
+        length = b - a + 2 * pad_s
+        if packs and used + gap_s + length <= window_s:
+            packs[-1].append(i)
+            used += gap_s + length
+        else:
+            packs.append([i])
+            used = length
+    return packs
+
+
 class TurnTranscripts:
     """A file's speech transcribed once per turn; each segment takes the words centred inside it.
 
-    Whisper encodes a fixed 30 s window whatever the audio's length, so transcribing every short
-    segment on its own paid that window again and again (about 0.6 CPU-s a segment). Speech
-    intervals (the file's voice activity) closer than ``join_gap_s`` form one turn of at most
-    ``max_turn_s``; a turn is transcribed when the first segment that overlaps it asks, and
-    forgotten once the segments have moved past it. The turns come from the whole file's voice
-    activity, so a resumed run transcribes the same turns and gets the same words.
+    Whisper encodes a fixed 30 s window whatever the audio's length (about 0.5 CPU-s), so
+    transcribing every short segment, or every short turn, on its own paid that window again and
+    again. Speech intervals (the file's voice activity) closer than ``join_gap_s`` form one turn of
+    at most ``max_turn_s`` (:func:`speech_turns`); consecutive turns are packed into one Whisper call
+    of at most ``window_s`` (:func:`pack_turns`): each turn's audio (padded by ``pad_s``) decoded on
+    its own, ``gap_s`` of silence between turns, and every word given back to the turn it was heard
+    in. A pack is transcribed when the first segment that overlaps one of its turns asks, and a turn
+    is forgotten once the segments have moved past it. Turns and packs come from the whole file's
+    voice activity, so a resumed run transcribes the same audio and gets the same words.
 
     Args:
         transcriber: the speech model.
@@ -150,46 +186,114 @@ class TurnTranscripts:
 
     def __init__(self, transcriber: WhisperTranscriber, intervals: list[tuple[float, float]],
                  audio: Callable[[float, float], np.ndarray], join_gap_s: float = 1.0, max_turn_s: float = 28.0,
-                 pad_s: float = 0.2) -> None:
+                 pad_s: float = 0.2, window_s: float = 29.0, gap_s: float = 1.0) -> None:
         self.transcriber = transcriber
         self.audio = audio
         self.pad_s = pad_s
-        self.turns: list[tuple[float, float]] = []
-        for a, b in intervals:
-            if self.turns and a - self.turns[-1][1] < join_gap_s and b - self.turns[-1][0] <= max_turn_s:
-                self.turns[-1] = (self.turns[-1][0], b)
-            else:
-                while b - a > max_turn_s:
-                    self.turns.append((a, a + max_turn_s))
-                    a += max_turn_s
-                self.turns.append((a, b))
-        self._done: dict[int, Transcript] = {}
+        self.gap_s = gap_s
+        self.turns = speech_turns(intervals, join_gap_s, max_turn_s)
+        self.packs = pack_turns(self.turns, pad_s, gap_s, window_s)
+        self._pack_of = {i: k for k, pack in enumerate(self.packs) for i in pack}
+        self._done: dict[int, list[Word]] = {}
 
     def span(self, start_s: float, end_s: float) -> Transcript:
-        """The words of the speech turns whose middles fall in ``[start_s, end_s)``, as one transcript."""
+        """The words of the speech turns whose middles fall in ``[start_s, end_s)``, as one transcript.
+
+        Its ``sentences`` are the whole sentences those words belong to (see :func:`_sentences_of`).
+        """
         words: list[Word] = []
+        sentences: list[str] = []
         for i, (a, b) in enumerate(self.turns):
             if b + self.pad_s <= start_s or a - self.pad_s >= end_s:
                 continue
             if i not in self._done:
-                lo = max(0.0, a - self.pad_s)
-                self._done[i] = self.transcriber.transcribe(self.audio(lo, b + self.pad_s)).shifted(lo)
+                self._transcribe(self.packs[self._pack_of[i]])
             # A word belongs to the segment that holds its middle, clamped into its turn: Whisper
             # often dates a turn's first word a little before the voice activity starts, which
             # would strand it in the silent segment before the turn.
-            words.extend(w for w in self._done[i].words
-                         if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s)
+            mine = [k for k, w in enumerate(self._done[i])
+                    if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s]
+            words.extend(self._done[i][k] for k in mine)
+            sentences.extend(s for s in _sentences_of(self._done[i], set(mine)) if s not in sentences)
         for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
             del self._done[i]
         text = " ".join(w.text for w in words).strip()
-        return Transcript(text=text, sentences=quotes(text), words=words)
+        return Transcript(text=text, sentences=sentences, words=words)
+
+    def _transcribe(self, pack: list[int]) -> None:
+        """Transcribe the turns of one pack in one Whisper call; file their words (media time) by turn.
+
+        Whisper sometimes ends a window early after a pause (it takes the silence for the end of the
+        audio): the turns that got no word at all are transcribed again, packed on their own (one by
+        one when the whole pack came back empty), so a turn is never left unheard that a call of its
+        own would have transcribed.
+        """
+        gap = np.zeros(round(self.gap_s * SAMPLE_RATE), np.float32)
+        parts: list[np.ndarray] = []
+        placed: list[tuple[float, float, float, int]] = []  # (start, end) in the call, turn's media start, turn
+        at = 0
+        for i in pack:
+            a, b = self.turns[i]
+            lo = max(0.0, a - self.pad_s)
+            samples = np.asarray(self.audio(lo, b + self.pad_s), dtype=np.float32)
+            if parts:
+                parts.append(gap)
+                at += len(gap)
+            placed.append((at / SAMPLE_RATE, (at + len(samples)) / SAMPLE_RATE, lo, i))
+            parts.append(samples)
+            at += len(samples)
+            self._done[i] = []
+        heard = self.transcriber.transcribe(np.concatenate(parts) if parts else None)
+        for w in heard.words:
+            mid = (w.start + w.end) / 2.0
+            p0, _p1, lo, i = min(placed, key=lambda p: max(p[0] - mid, mid - p[1], 0.0))
+            shift = lo - p0
+            self._done[i].append(Word(w.text, w.start + shift, w.end + shift, w.probability))
+        unheard = [i for i in pack if not self._done[i]]
+        if len(pack) > 1 and unheard:
+            for again in [unheard] if len(unheard) < len(pack) else [[i] for i in unheard]:
+                self._transcribe(again)
+
+
+def _sentences_of(words: list[Word], mine: set[int], max_words: int = 25) -> list[str]:
+    """The whole sentences of a turn that hold at least one of the words at indexes ``mine``.
+
+    A segment often cuts a sentence in pieces ("Ask not" | "what" | "your country can do for
+    you."); its quotes are the sentences it was part of, so each piece can be found by what the
+    whole sentence says. Sentences longer than ``max_words`` are cut into chunks as :func:`quotes` does.
+    """
+    out: list[str] = []
+    begin = 0
+    for k, w in enumerate(words):
+        if k + 1 == len(words) or _ends_sentence(w.text.strip()):
+            for lo in range(begin, k + 1, max_words):
+                hi = min(lo + max_words, k + 1)
+                if mine.intersection(range(lo, hi)):
+                    chunk = " ".join(x.text.strip() for x in words[lo:hi]).strip()
+                    if chunk:
+                        out.append(chunk)
+            begin = k + 1
+    return out
+
+
+#: words whose full stop does not end a sentence
+_ABBREVIATIONS = frozenset("mr mrs ms dr st prof sr jr vs mt".split())
+
+
+def _ends_sentence(word: str) -> bool:
+    """Whether a word closes its sentence ("now." does, "Mr." does not)."""
+    return bool(re.search(r"[.!?][\"')\]]*$", word)) and word.rstrip(".").lower() not in _ABBREVIATIONS
 
 
 def quotes(text: str, max_words: int = 25) -> list[str]:
     """Split a transcript into sentence-sized quotes (long sentences are cut at ``max_words``)."""
     out: list[str] = []
-    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
-        words = sentence.split()
+    sentences: list[list[str]] = [[]]
+    for word in text.split():
+        sentences[-1].append(word)
+        if _ends_sentence(word):
+            sentences.append([])
+    for words in sentences:
         for i in range(0, len(words), max_words):
             chunk = " ".join(words[i:i + max_words]).strip()
             if chunk:

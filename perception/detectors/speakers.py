@@ -13,6 +13,7 @@ at run time only onnxruntime and numpy are used.
   its own gets an embedding; local speakers of all windows are clustered by average linkage
   until the best pair's mean cosine falls below ``cluster_threshold``. The result is a list of
   :class:`SpeakerTurn` (start, end, cluster label) and one centroid embedding per cluster.
+* :class:`TurnDiarization`: a file's speech turns diarized once each; segments take their share.
 
 Speaker *identity* (which entity a voice is) is decided elsewhere
 (:mod:`perception.identity.voices`); this module only says "the same voice" or "another voice".
@@ -21,6 +22,7 @@ Speaker *identity* (which entity a voice is) is decided elsewhere
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,7 +30,8 @@ import numpy as np
 from perception.detectors.backends import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
 
-__all__ = ["Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn", "kaldi_fbank"]
+__all__ = ["Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn", "TurnDiarization",
+           "kaldi_fbank"]
 
 logger = logging.getLogger(__name__)
 
@@ -271,6 +274,75 @@ class Diarizer:
                         end = min(total, w0 + (a + y) * FRAME_STEP_S + FRAME_SPAN_S)
                         if end - start >= self.min_turn_s:
                             out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
+        out.turns.sort(key=lambda t: (t.start, t.speaker))
+        return out
+
+
+class TurnDiarization:
+    """A file's speech diarized once per speech turn; each segment takes its share of the turns.
+
+    Diarizing every segment on its own ran the segmentation model over a padded 10 s window and
+    embedded every voice again for each short segment. Here each speech turn (the same turns the
+    file's transcripts use, :func:`perception.detectors.asr.speech_turns`) is diarized once, when the
+    first segment that overlaps it asks, and forgotten once the segments have moved past it. A
+    segment gets the voice turns clipped to its span; a voice with under the diarizer's
+    ``min_speech_s`` there is left out (as a segment diarized alone would not have embedded it), and
+    voices of different turns that sound alike (average linkage at the diarizer's threshold) are one
+    voice of the segment. Each voice keeps its turn-wide centroid, so it is matched on all the
+    speech of its turn, and ``seconds`` counts its speech inside the segment.
+
+    Args:
+        diarizer: the diarizer.
+        turns: the file's speech turns (media seconds), in time order.
+        audio: ``audio(start_s, end_s)`` returns the file's 16 kHz samples in that span.
+        pad_s: audio taken on either side of a turn.
+    """
+
+    def __init__(self, diarizer: Diarizer, turns: list[tuple[float, float]],
+                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2) -> None:
+        self.diarizer = diarizer
+        self.turns = turns
+        self.audio = audio
+        self.pad_s = pad_s
+        self._done: dict[int, Diarization] = {}
+
+    def span(self, start_s: float, end_s: float) -> Diarization:
+        """Who spoke when in ``[start_s, end_s)``, from the diarization of the turns that overlap it."""
+        found: list[Diarization] = []
+        for i, (a, b) in enumerate(self.turns):
+            if b + self.pad_s <= start_s or a - self.pad_s >= end_s:
+                continue
+            if i not in self._done:
+                lo = max(0.0, a - self.pad_s)
+                self._done[i] = self.diarizer.diarize(self.audio(lo, b + self.pad_s), offset=lo)
+            found.append(self._done[i])
+        for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
+            del self._done[i]
+        return self._share(found, start_s, end_s)
+
+    def _share(self, found: list[Diarization], start_s: float, end_s: float) -> Diarization:
+        d = self.diarizer
+        clipped: dict[tuple[int, int], list[tuple[float, float]]] = {}
+        for k, whole in enumerate(found):
+            for t in whole.turns:
+                a, b = max(t.start, start_s), min(t.end, end_s)
+                if b - a >= d.min_turn_s:
+                    clipped.setdefault((k, t.speaker), []).append((a, b))
+        voices = [v for v in clipped if sum(b - a for a, b in clipped[v]) >= d.min_speech_s]
+        if not voices:
+            return Diarization()
+        vectors = [found[k].embeddings[c] for k, c in voices]
+        part = np.array([k for k, _ in voices])
+        cannot = (part[:, None] == part[None, :]) & ~np.eye(len(voices), dtype=bool)
+        labels = cluster(vectors, d.cluster_threshold, cannot=cannot)
+        out = Diarization()
+        for label in sorted(set(labels)):
+            members = [j for j, lab in enumerate(labels) if lab == label]
+            weights = np.array([sum(b - a for a, b in clipped[voices[j]]) for j in members])
+            centroid = (np.stack([vectors[j] for j in members]) * weights[:, None]).sum(0)
+            out.embeddings[label] = (centroid / max(float(np.linalg.norm(centroid)), 1e-9)).astype(np.float32)
+            out.seconds[label] = round(float(weights.sum()), 3)
+            out.turns.extend(SpeakerTurn(round(a, 3), round(b, 3), label) for j in members for a, b in clipped[voices[j]])
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
 

@@ -551,6 +551,8 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     names = {e.id: e.name for e in entities if e.name}
     if speech is not None and speech.utterances:
         spoken, quotes = speech_text(speech, {canonical.get(k, k): v for k, v in names.items()})
+        # the whole sentences the segment's words were part of stay beside its speaker-labelled utterances
+        quotes += [q for q in transcript.sentences if q not in transcript.text]
         transcript = type(transcript)(spoken, quotes, transcript.words)
     facts = SegmentFacts(t_start=segment.t_start, t_end=segment.t_end, images=[f.image_bgr for f in segment.frames],
                          analysed=analysed, names=names, first=idx == 0,

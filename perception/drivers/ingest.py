@@ -16,7 +16,7 @@
   on its own thread, nothing is dropped). Voice activity over the whole audio track is computed
   once up front (Silero VAD) in the same decode pass that measures loudness, so speech-turn cuts are
   the same however a run was resumed; each segment carries ``Segment.speech``, its loudness
-  (``Segment.audio_level``) and its share of the speech turns' transcripts.
+  (``Segment.audio_level``) and its share of the speech turns' transcripts and diarization.
 
 :func:`ingest_live` is the driver for live sources: it consumes a running gateway, detects voice
 activity on the stream's audio as it arrives, and commits each closed segment with the same
@@ -37,7 +37,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -47,7 +47,8 @@ from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.media.audio import AudioBuffer, SileroVAD, SpeechTrack, scan_audio
 from perception.media.damage import read_damage, readable_end
-from perception.detectors.asr import TurnTranscripts
+from perception.detectors.asr import SAMPLE_RATE, TurnTranscripts, speech_turns
+from perception.detectors.speakers import TurnDiarization
 from perception.errors import MediaError
 from perception.media.audio import decode_audio
 from perception.media.gateway import AudioChunk, Gateway
@@ -57,6 +58,11 @@ from perception.segmenting.segment import Segment, Segmenter
 from perception.settings import PerceptionConfig
 
 __all__ = ["IngestReport", "ProgressCallback", "ingest_file", "ingest_live", "live_start_point", "segmenter_for"]
+
+#: longest stretch of media (seconds) a live speech turn's segments wait to be transcribed together
+TURN_HOLD_S = 15.0
+#: a pause shorter than this (seconds) does not end a live speech turn
+TURN_GAP_S = 1.5
 
 logger = logging.getLogger(__name__)
 
@@ -176,12 +182,13 @@ def ingest_file(
         return _overlaps(intervals, t - 1e-6, t + 1e-6)
 
     asr = pipeline.models.perceivers().asr if intervals else None
+    diarizer = pipeline.models.perceivers().speakers if intervals else None
     # A turn is decoded on its own (a seek and a few seconds of audio), so it is the same samples
-    # however the run was resumed.
-    turns = TurnTranscripts(asr, intervals, partial(decode_audio, p)) if asr is not None else None
-    # Only diarization needs a segment's samples, and only where there is speech: those segments
-    # decode their own span (the scan already measured every segment's loudness).
-    diarize = intervals and pipeline.models.perceivers().speakers is not None
+    # however the run was resumed; speech-to-text and diarization share the decode (the cache holds a
+    # Whisper window's turns: at most ~17 fit in one).
+    turn_audio = lru_cache(maxsize=32)(partial(decode_audio, p))
+    turns = TurnTranscripts(asr, intervals, turn_audio) if asr is not None else None
+    voices = TurnDiarization(diarizer, speech_turns(intervals), turn_audio) if diarizer is not None else None
 
     try:
         for segment in segmenter.segments(frames, end_t=lambda: readable_end(gateway, end_t),
@@ -195,8 +202,8 @@ def ingest_file(
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
                 if turns is not None:
                     segment.transcript = partial(turns.span, segment.t_start, segment.t_end)
-                if diarize and segment.speech:
-                    segment.audio = decode_audio(p, segment.t_start, segment.t_end)
+                if voices is not None and segment.speech:
+                    segment.diarization = partial(voices.span, segment.t_start, segment.t_end)
             write = run.commit(segment)
             if on_segment is not None:
                 on_segment(write)
@@ -257,12 +264,23 @@ def ingest_live(
     heard = False
     pending: list[Segment] = []
     written = 0
+    last_voice_t = -math.inf  # media time of the latest audio chunk with speech in it
+    # offline_quality: the segments of a speech turn wait for it to end (at most TURN_HOLD_S of
+    # media) and the turn is transcribed and diarized once, as a file's turns are; Whisper pays a
+    # whole 30 s window per call, and live segments during talk are often a second or two long.
+    scheduler = pipeline.scheduler
+    whole_turns = scheduler is None or scheduler.mode == "offline_quality"
+    asr = pipeline.models.perceivers().asr if whole_turns else None
+    diarizer = pipeline.models.perceivers().speakers if whole_turns else None
+    hold = asr is not None or diarizer is not None
 
-    def commit(seg: Segment) -> None:
-        nonlocal written
+    def hear(seg: Segment) -> None:
         if heard:
             seg.audio = buffer.slice(seg.t_start, seg.t_end)
             seg.speech = voice is not None and len(seg.audio) > 0 and voice.is_speech(seg.t_start, seg.t_end)
+
+    def commit(seg: Segment) -> None:
+        nonlocal written
         write = run.commit(seg)
         if on_segment is not None:
             on_segment(write)
@@ -273,10 +291,30 @@ def ingest_live(
         if written % TRIM_EVERY == 0:
             heap.trim()
 
+    def ready(seg: Segment) -> bool:
+        return not heard or buffer.end_t >= seg.t_end or gateway.now_t() - seg.t_end > audio_wait_s
+
     def drain(force: bool) -> None:
-        while pending and (force or not heard or buffer.end_t >= pending[0].t_end
-                           or gateway.now_t() - pending[0].t_end > audio_wait_s):
-            commit(pending.pop(0))
+        if (hold and not force and pending and last_voice_t > pending[0].t_start
+                and buffer.end_t - last_voice_t < TURN_GAP_S and pending[-1].t_end - pending[0].t_start < TURN_HOLD_S):
+            return  # someone is still talking: keep the turn's segments together
+        batch: list[Segment] = []
+        while pending and (force or ready(pending[0])):
+            batch.append(pending.pop(0))
+        for seg in batch:
+            hear(seg)
+        spoken = [(seg.t_start, seg.t_end) for seg in batch if seg.speech]
+        if asr is not None and spoken:
+            turns = TurnTranscripts(asr, spoken, buffer.slice, pad_s=0.0)
+            for seg in batch:
+                seg.transcript = partial(turns.span, seg.t_start, seg.t_end)
+        if diarizer is not None and spoken:
+            voices = TurnDiarization(diarizer, speech_turns(spoken), buffer.slice, pad_s=0.0)
+            for seg in batch:
+                if seg.speech:
+                    seg.diarization = partial(voices.span, seg.t_start, seg.t_end)
+        for seg in batch:
+            commit(seg)
 
     for item in gateway.items():
         if stop is not None and stop.is_set():
@@ -288,6 +326,7 @@ def ingest_live(
                 for prob in voice.add(item.t, item.pcm):
                     if prob >= vad.threshold:
                         speaking, quiet = True, 0
+                        last_voice_t = item.t + len(item.pcm) / SAMPLE_RATE
                     elif prob < vad.threshold - 0.15:
                         quiet += 1
                         if quiet >= 10:
@@ -299,10 +338,10 @@ def ingest_live(
         drain(False)
     stopped = stop is not None and stop.is_set()
     tail = segmenter.flush(end_t=None)
-    drain(True)
     if tail is not None and (tail.duration >= settings.min_segment_s or (final and not stopped)):
-        commit(tail)
+        pending.append(tail)
     elif tail is not None:
         logger.info("%s: discarded the in-flight segment (%.2fs < min %.2fs)", source.key, tail.duration,
                     settings.min_segment_s)
+    drain(True)
     return written

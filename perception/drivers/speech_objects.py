@@ -2,9 +2,10 @@
 
 :func:`resolve_objects` turns the key frames' detections of entity classes into object entity
 assignments (:mod:`perception.identity.objects`); :func:`resolve_speech` diarizes the segment's
-audio, labels each voice (:mod:`perception.identity.voices`) and splits the transcript into
-utterances by speaker. :func:`object_observation` and :func:`speech_text` write the words that
-go into observations and traces.
+audio (or takes its share of the file's per-turn diarization), labels each voice
+(:mod:`perception.identity.voices`) and splits the transcript into utterances by speaker.
+:func:`object_observation` and :func:`speech_text` write the words that go into observations and
+traces.
 """
 
 from __future__ import annotations
@@ -113,12 +114,18 @@ def mouth_motion(frames: Sequence[tuple[float, np.ndarray]], faces: Sequence[Any
 
 def resolve_speech(run: Any, segment: Any, transcript: Transcript, on_screen: list[str], source: str,
                    index: int, now: float, talking: dict[str, float] | None = None) -> SpeechResult:
-    """Diarize the segment's audio, label each voice, and split the transcript into utterances."""
+    """Diarize the segment (its share of the turns' diarization, or its audio), label each voice, and
+    split the transcript into utterances."""
     diarizer = getattr(run.perceivers, "speakers", None)
-    audio = getattr(segment, "audio", None)
-    if diarizer is None or audio is None or len(audio) == 0 or not getattr(segment, "speech", True):
+    if diarizer is None or not getattr(segment, "speech", True):
         return SpeechResult()
-    diarization = diarizer.diarize(audio, offset=segment.t_start)
+    if getattr(segment, "diarization", None) is not None:  # the driver diarizes whole speech turns (files)
+        diarization = segment.diarization()
+    else:
+        audio = getattr(segment, "audio", None)
+        if audio is None or len(audio) == 0:
+            return SpeechResult()
+        diarization = diarizer.diarize(audio, offset=segment.t_start)
     if not diarization.turns:
         return SpeechResult()
     voices = run.voice_resolver.resolve(diarization, on_screen, source, index, now, run.camera_id,

@@ -56,6 +56,9 @@ class Segment:
     #: the segment's share of its speech turns' transcripts, when the driver transcribes whole turns
     #: (files); ``None``: the analyzer transcribes ``audio`` itself
     transcript: Callable[[], Any] | None = None
+    #: the segment's share of its speech turns' diarization, when the driver diarizes whole turns
+    #: (files); ``None``: the analyzer diarizes ``audio`` itself
+    diarization: Callable[[], Any] | None = None
 
     @property
     def duration(self) -> float:

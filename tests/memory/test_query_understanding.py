@@ -86,3 +86,40 @@ def test_content_words_stem_so_forms_of_a_word_meet() -> None:
     assert content_words("bicycles") == content_words("a bicycle") == ["bicycl"]
     assert content_words("opened") == content_words("opening") == content_words("opens")
     assert content_words("what is the") == []
+
+
+def test_last_night_runs_from_yesterday_evening_into_this_morning() -> None:
+    night = understand("what happened last night", VOCAB, tz="Europe/Berlin", now=NOW).time
+    assert night is not None
+    assert (_local(night.start), _local(night.end)) == (datetime(2026, 11, 30, 18, tzinfo=BERLIN),
+                                                        datetime(2026, 12, 1, 6, tzinfo=BERLIN))
+
+
+def test_numbers_meet_whether_spelled_out_or_written_as_digits_or_codes() -> None:
+    assert content_words("room three") == content_words("room 3") == ["room", "3"]
+    # Whisper writes "X4" for "x four"; both give the code and its number
+    assert content_words("the x four instruction") == ["x4", "4", "instruction"]
+    assert set(content_words("lay blue at X4 now")) >= {"x4", "4"}
+    # "one" is still a filler word unless a letter comes before it
+    assert content_words("the one who left") == ["left"] and content_words("b one") == ["b1"]
+
+
+def test_time_spans_month_dates_and_hours_said_with_the_part_of_the_day() -> None:
+    def span(text: str) -> tuple[datetime, datetime] | None:
+        t = understand(text, VOCAB, tz="Europe/Berlin", now=NOW).time
+        return (_local(t.start), _local(t.end)) if t else None
+
+    assert span("between 8 and 9 this morning") == (datetime(2026, 12, 1, 8, tzinfo=BERLIN),
+                                                    datetime(2026, 12, 1, 9, tzinfo=BERLIN))
+    assert span("from 14:00 to 15:30 yesterday") == (datetime(2026, 11, 30, 14, tzinfo=BERLIN),
+                                                     datetime(2026, 11, 30, 15, 30, tzinfo=BERLIN))
+    assert span("between 8 and 9 pm")[0].hour == 20  # type: ignore[index]
+    assert span("at 8 this evening") == (datetime(2026, 12, 1, 19, tzinfo=BERLIN),
+                                         datetime(2026, 12, 1, 21, tzinfo=BERLIN))
+    assert span("on March 3rd")[0] == datetime(2026, 3, 3, tzinfo=BERLIN)  # type: ignore[index]
+    assert span("the 24th of December")[0] == datetime(2025, 12, 24, tzinfo=BERLIN)  # not in the future
+    assert span("nov 30 at 3 pm") == (datetime(2026, 11, 30, 14, tzinfo=BERLIN),
+                                      datetime(2026, 11, 30, 16, tzinfo=BERLIN))
+    bad = understand("march 45 between 9 and 8", VOCAB, tz="Europe/Berlin", now=NOW)
+    assert bad.time is None and len(bad.notes) == 2
+    assert "could not read the date 'march 45'" in bad.notes[0] and "between 9 and 8" in bad.notes[1]

@@ -151,3 +151,15 @@ def test_an_unknown_entity_name_is_reported_not_silently_dropped(filled: MemoryS
     assert found.hits  # the words still match
     assert "no person or object is named 'Zorro'" in found.understood.notes[0]
     assert "Alice" in found.understood.notes[0]
+
+
+def test_a_word_that_stems_like_a_name_is_not_that_name(store: MemoryStore) -> None:
+    lin = make_segment(0, summary="a man at a desk", entity_ids=["person_0003"])
+    line = make_segment(1, summary="a queue of people")
+    line.trace.transcript = "the famous line about the nation"
+    for seg in (lin, line):
+        store.write_segment(seg)
+    store.upsert_entity(Entity(id="person_0003", kind="person", name="Lin Park"))
+    hits = store.search("the famous line about the nation", limit=2)
+    assert hits[0].id == line.trace.id
+    assert not any(m.field == "names" for m in hits[1].why)  # "line" stems to "lin" but does not name Lin

@@ -8,11 +8,12 @@ import cv2
 import numpy as np
 import pytest
 
-from perception.detectors.asr import WhisperTranscriber, load_audio, word_error_rate
+from perception.detectors.asr import TurnTranscripts, WhisperTranscriber, load_audio, word_error_rate
 from perception.detectors.body import ColourTextureDescriptor
 from perception.detectors.faces import FaceDetector
 from perception.detectors.objects import SSDObjectDetector
 from perception.detectors.ocr import RapidTextReader
+from perception.media.audio import SileroVAD
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
@@ -44,6 +45,44 @@ def test_jfk_transcribes_with_word_error_rate_at_most_0_15() -> None:
     edits, words = word_error_rate(JFK, transcript.text)
     assert edits / words <= 0.15, transcript.text
     assert transcript.words and transcript.words[0].start < transcript.words[-1].end <= 11.5
+
+
+def _stream(names: list[str], pause_s: float = 3.0) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """The files' audio one after another with pauses between; returns it and each file's span."""
+    parts, spans, t = [], [], 0.0
+    for name in names:
+        audio = load_audio(DATA / name)
+        parts += [np.zeros(int(pause_s * 16000), np.float32), audio]
+        spans.append((t + pause_s, t + pause_s + len(audio) / 16000))
+        t = spans[-1][1]
+    return np.concatenate(parts), spans
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("names", [
+    ["grid_bbaf2n.mpg", "jfk.flac", "grid_brbk7n.mpg"],
+    # Whisper ends this first window after the short turns: the unheard ones are transcribed again
+    ["grid_bbaf2n.mpg", "grid_lbax4n.mpg", "jfk.flac", "jfk.flac"],
+])
+def test_speech_turns_share_whisper_windows_and_each_keeps_its_own_words(names: list[str]) -> None:
+    heard = {"grid_bbaf2n.mpg": "f2now", "grid_brbk7n.mpg": "k7now", "grid_lbax4n.mpg": "fournow",
+             "jfk.flac": "foryourcountry"}  # as tiny.en writes them
+    audio, spans = _stream(names)
+    vad = SileroVAD()
+    intervals = vad.speech_intervals(vad.probabilities(audio))
+    reads: list[tuple[float, float]] = []
+
+    def read(lo: float, hi: float) -> np.ndarray:
+        reads.append((lo, hi))
+        return audio[int(lo * 16000):int(hi * 16000)]
+
+    turns = TurnTranscripts(WhisperTranscriber(), intervals, read)
+    assert len(turns.packs) < len(turns.turns)  # turns share Whisper windows
+    for name, (a, b) in zip(names, spans):
+        transcript = turns.span(a - 1.0, b + 1.0)
+        assert heard[name] in "".join(c for c in transcript.text.lower() if c.isalnum()), (name, transcript.text)
+        assert all(a - 0.3 <= w.start <= w.end <= b + 0.3 for w in transcript.words), transcript.words
+    assert len(set(reads)) == len(turns.turns)  # each turn's own audio, nothing between turns
 
 
 def test_ocr_reads_a_sign_on_a_frame() -> None:

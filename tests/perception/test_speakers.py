@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 
 from perception.detectors.asr import load_audio
-from perception.detectors.speakers import Diarizer, SpeakerEmbedder, cluster
+from perception.detectors.speakers import Diarizer, SpeakerEmbedder, TurnDiarization, cluster
 from plugin.cli import main
 from plugin.evals.diarization import der, read_rttm
 from plugin.manifest import load_manifest
@@ -78,6 +78,27 @@ def test_different_grid_speakers_stay_apart_and_one_speaker_matches_themself() -
     a_half = embed.embed(audio[len(audio) // 3:])
     assert a1 is not None and b is not None and a_half is not None
     assert float(a1 @ a_half) >= 0.65 > float(a1 @ b)
+
+
+def test_a_file_is_diarized_once_per_turn_and_each_segment_gets_its_share() -> None:
+    audio = load_audio(DIAR / "grid_dialogue.mp4")  # A 0.99–2.14 s, B 3.52–5.12 s, A 6.95–8.10 s
+    reads: list[tuple[float, float]] = []
+
+    def read(lo: float, hi: float) -> np.ndarray:
+        reads.append((lo, hi))
+        return audio[int(lo * 16000):int(hi * 16000)]
+
+    voices = TurnDiarization(Diarizer(), [(0.95, 2.2), (3.5, 5.2), (6.9, 8.2)], read)
+    first, rest = voices.span(0.0, 1.6), voices.span(1.6, 3.0)
+    b, a_again = voices.span(3.0, 6.0), voices.span(6.0, 9.0)
+    assert len(reads) == 3  # two segments of A's first turn: one diarization
+    for part, (lo, hi) in ((first, (0.0, 1.6)), (rest, (1.6, 3.0)), (b, (3.0, 6.0)), (a_again, (6.0, 9.0))):
+        assert len(part.speakers) == 1 and all(lo <= t.start < t.end <= hi for t in part.turns)
+        assert sum(part.seconds.values()) <= hi - lo
+    same = float(first.embeddings[first.speakers[0]] @ a_again.embeddings[a_again.speakers[0]])
+    other = float(first.embeddings[first.speakers[0]] @ b.embeddings[b.speakers[0]])
+    assert same >= 0.65 > other
+    assert voices.span(2.0, 2.3).turns == []  # under half a second of A: not a voice of that segment
 
 
 @pytest.fixture(scope="module")
