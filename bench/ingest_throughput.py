@@ -15,7 +15,7 @@ Usage::
 
 ``--paths live`` runs the capture path instead (gateway → live driver, as ``reflectworld run``): the
 clip once, and the static clip looped for ``--static-minutes`` (a still camera decodes key frames
-only after 30 s, so its steady state needs minutes).
+only after 10 s still and silent, so its steady state needs minutes).
 
 The long-stream bench (RSS, store size, versions over hours) is ``bench/long_stream.py``.
 Prints one JSON object. Nothing here is part of the test run.

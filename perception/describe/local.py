@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from perception.detectors.faces import FaceDetection
+from perception.media.video import grey_thumbnail, thumbnail
 
 _NUMBER_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
@@ -36,7 +37,7 @@ def lighting(images: Sequence[np.ndarray]) -> str:
     if not images:
         return "unknown lighting"
     hsv = np.concatenate(
-        [cv2.cvtColor(cv2.resize(im, (64, 36), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2HSV).reshape(-1, 3) for im in images]
+        [cv2.cvtColor(thumbnail(im), cv2.COLOR_BGR2HSV).reshape(-1, 3) for im in images]
     ).astype(np.float32)
     value = float(hsv[:, 2].mean())
     brightness = "dark" if value < 40 else "dim" if value < 90 else "moderate" if value < 150 else "bright"
@@ -55,8 +56,8 @@ def motion_level(images: Sequence[np.ndarray]) -> str:
     """Describe motion from the mean absolute difference of consecutive downscaled grey frames."""
     if len(images) < 2:
         return "motion unknown"
-    greys = [cv2.cvtColor(cv2.resize(im, (64, 36), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY).astype(np.float32) for im in images]
-    mad = float(np.mean([np.abs(a - b).mean() for a, b in zip(greys, greys[1:])])) / 255.0
+    greys = [grey_thumbnail(im) for im in images]
+    mad = float(np.mean([np.abs(a - b).mean() for a, b in zip(greys, greys[1:])]))
     return "little motion" if mad < 0.03 else "some motion" if mad < 0.08 else "a lot of motion"
 
 

@@ -45,7 +45,7 @@ from pydantic import BaseModel, Field
 from memory.models import SegmentWrite
 from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
-from perception.media.audio import AudioBuffer, SileroVAD, scan_audio
+from perception.media.audio import AudioBuffer, SileroVAD, SpeechTrack, scan_audio
 from perception.media.damage import read_damage, readable_end
 from perception.detectors.asr import SAMPLE_RATE, TurnTranscripts, speech_turns
 from perception.detectors.speakers import TurnDiarization
@@ -258,6 +258,7 @@ def ingest_live(
     segmenter = segmenter_for(settings, first_index=first_index)
     vad = _vad()
     buffer = AudioBuffer(max_s=max(60.0, 4 * settings.max_segment_s))
+    voice = SpeechTrack(vad, max_s=buffer.max_s) if vad is not None else None
     speaking = False
     quiet = 0
     heard = False
@@ -276,7 +277,7 @@ def ingest_live(
     def hear(seg: Segment) -> None:
         if heard:
             seg.audio = buffer.slice(seg.t_start, seg.t_end)
-            seg.speech = vad is not None and len(seg.audio) > 0 and vad.is_speech(seg.audio)
+            seg.speech = voice is not None and len(seg.audio) > 0 and voice.is_speech(seg.t_start, seg.t_end)
 
     def commit(seg: Segment) -> None:
         nonlocal written
@@ -284,6 +285,8 @@ def ingest_live(
         if on_segment is not None:
             on_segment(write)
         buffer.trim_before(seg.t_end - 1.0)
+        if voice is not None:
+            voice.trim_before(seg.t_end - 1.0)
         written += 1
         if written % TRIM_EVERY == 0:
             heap.trim()
@@ -319,8 +322,8 @@ def ingest_live(
         if isinstance(item, AudioChunk):
             heard = True
             buffer.add(item.t, item.pcm)
-            if vad is not None:
-                for prob in vad.probabilities(item.pcm):
+            if voice is not None:
+                for prob in voice.add(item.t, item.pcm):
                     if prob >= vad.threshold:
                         speaking, quiet = True, 0
                         last_voice_t = item.t + len(item.pcm) / SAMPLE_RATE

@@ -38,11 +38,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-import cv2
 import numpy as np
 
 from perception.media.sources import AudioIn, Source, SourceError, redact_uri
-from perception.media.video import ANALYSIS_MAX_SIDE, Frame, resize_long_side
+from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail
 
 __all__ = ["KEYFRAMES_AFTER_S", "AudioChunk", "Gateway", "Mode", "SourceStats"]
 
@@ -56,7 +55,7 @@ STILL_DIFF = 0.02
 #: audio RMS at or above which a stream is not silent (the scheduler's threshold)
 SILENCE_RMS = 0.01
 #: live captures decode key frames only after this long still and silent
-KEYFRAMES_AFTER_S = 30.0
+KEYFRAMES_AFTER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -315,7 +314,7 @@ class Gateway:
                     continue
                 slot = math.floor(t * self.sample_fps + _EPS)
                 next_slot = slot + 1
-                frame = Frame(index=slot, t=float(t), image_bgr=resize_long_side(item.to_bgr(), self.max_side))
+                frame = Frame(index=slot, t=float(t), image_bgr=item.to_bgr(self.max_side))
                 self._idle_video(frame)
                 self.latest = frame
                 self.stats.last_frame_t = frame.t
@@ -331,8 +330,7 @@ class Gateway:
         """Track how long the picture has been still; switch key-frame-only decoding on or off."""
         if self.keyframes_after_s is None:
             return
-        thumb = cv2.cvtColor(cv2.resize(frame.image_bgr, (64, 36), interpolation=cv2.INTER_AREA),
-                             cv2.COLOR_BGR2GRAY).astype(np.float32) / 255.0
+        thumb = grey_thumbnail(frame.image_bgr)
         if self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF:
             self._still_ref, self._still_since = thumb, frame.t
             if self.source.keyframes_only:
@@ -347,7 +345,7 @@ class Gateway:
     def _idle_audio(self, t: float, pcm: np.ndarray) -> None:
         if self.keyframes_after_s is None or pcm.size == 0:
             return
-        if float(np.sqrt(np.mean(np.square(pcm, dtype=np.float64)))) >= SILENCE_RMS:
+        if float(np.dot(pcm, pcm)) >= SILENCE_RMS ** 2 * pcm.size:  # RMS at or above the threshold
             self._still_since = t
             self.source.keyframes_only = False
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +121,46 @@ def resize_long_side(image: np.ndarray, max_side: int) -> np.ndarray:
     scale = max_side / long_side
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+
+
+#: (width, height) of the thumbnail that stillness, motion and lighting are measured on
+THUMB_SIZE = (64, 36)
+#: thumbnails kept: a few segments' frames of a few sources (~7 KB each)
+_THUMBS_KEPT = 512
+_thumbs: OrderedDict[int, tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray]] = OrderedDict()
+_thumbs_lock = threading.Lock()
+
+
+def _thumbs_of(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    key = id(image)
+    with _thumbs_lock:
+        hit = _thumbs.get(key)
+        if hit is not None and hit[0]() is image:
+            _thumbs.move_to_end(key)
+            return hit[1], hit[2]
+    small = cv2.resize(image, THUMB_SIZE, interpolation=cv2.INTER_AREA)
+    grey = (cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small).astype(np.float32) / 255.0
+    small.flags.writeable = grey.flags.writeable = False
+    with _thumbs_lock:
+        _thumbs[key] = (weakref.ref(image), small, grey)
+        while len(_thumbs) > _THUMBS_KEPT:
+            _thumbs.popitem(last=False)
+    return small, grey
+
+
+def thumbnail(image_bgr: np.ndarray) -> np.ndarray:
+    """``image_bgr`` resized to :data:`THUMB_SIZE` (``INTER_AREA``; read-only).
+
+    The gateway, the segmenter, the scheduler and the describer each look at every sampled
+    frame's thumbnail, so it is made once per image: the last few are kept by object identity
+    (a frame's image is never changed in place once sampled).
+    """
+    return _thumbs_of(image_bgr)[0]
+
+
+def grey_thumbnail(image_bgr: np.ndarray) -> np.ndarray:
+    """The grey :func:`thumbnail` as float32 in [0, 1] (what motion and stillness are measured on)."""
+    return _thumbs_of(image_bgr)[1]
 
 
 def iter_frames(

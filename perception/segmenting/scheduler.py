@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import cv2
 import numpy as np
+
+from perception.media.video import grey_thumbnail
 
 __all__ = ["Decision", "Scheduler", "SegmentSignals", "audio_rms", "frame_changed", "segment_motion"]
 
@@ -36,23 +38,18 @@ Mode = Literal["offline_quality", "live_latency"]
 Action = Literal["skip", "light", "full"]
 
 
-def _grey(image: np.ndarray) -> np.ndarray:
-    small = cv2.resize(image, (64, 36), interpolation=cv2.INTER_AREA)
-    return (cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small).astype(np.float32) / 255.0
-
-
 def frame_changed(previous: np.ndarray | None, current: np.ndarray, threshold: float = 0.02) -> bool:
     """Whether ``current`` differs from ``previous`` (mean absolute grey difference > ``threshold``)."""
     if previous is None:
         return True
-    return float(np.abs(_grey(previous) - _grey(current)).mean()) > threshold
+    return float(np.abs(grey_thumbnail(previous) - grey_thumbnail(current)).mean()) > threshold
 
 
 def segment_motion(images: Sequence[np.ndarray]) -> float:
     """Mean absolute difference of consecutive downscaled grey frames, in [0, 1]."""
     if len(images) < 2:
         return 0.0
-    greys = [_grey(im) for im in images]
+    greys = [grey_thumbnail(im) for im in images]
     return float(np.mean([np.abs(a - b).mean() for a, b in itertools.pairwise(greys)]))
 
 
@@ -60,7 +57,8 @@ def audio_rms(samples: np.ndarray | None) -> float | None:
     """Root mean square of float samples in [-1, 1] (``None`` when there is no audio)."""
     if samples is None or samples.size == 0:
         return None
-    return float(np.sqrt(np.mean(np.square(samples.astype(np.float64)))))
+    x = samples.astype(np.float32, copy=False).ravel()
+    return math.sqrt(float(np.dot(x, x)) / x.size)
 
 
 @dataclass(frozen=True)

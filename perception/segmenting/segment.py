@@ -23,7 +23,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from perception.media.video import Frame
+from perception.media.video import Frame, grey_thumbnail
 from perception.settings import DEFAULT_MOTION_THRESHOLD, DEFAULT_SCENE_THRESHOLD
 
 __all__ = ["DEFAULT_MOTION_THRESHOLD", "DEFAULT_SCENE_THRESHOLD", "Segment", "Segmenter", "colour_histogram",
@@ -73,13 +73,6 @@ def colour_histogram(image_bgr: np.ndarray) -> np.ndarray:
     hist = cv2.calcHist([hsv], [0, 1], None, [16, 8], [0, 180, 0, 256])
     cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
     return hist
-
-
-def grey_thumbnail(image_bgr: np.ndarray) -> np.ndarray:
-    """A 64×36 grey thumbnail in [0, 1] (what motion is measured on)."""
-    small = cv2.resize(image_bgr, (64, 36), interpolation=cv2.INTER_AREA)
-    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small
-    return grey.astype(np.float32) / 255.0
 
 
 def motion_between(a: np.ndarray, b: np.ndarray) -> float:

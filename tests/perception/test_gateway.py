@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perception import MediaError
@@ -101,3 +102,26 @@ def test_a_stalled_http_stream_triggers_a_reconnect(tmp_path: Path) -> None:
             _StallingHandler.release.set()
             gw.stop()
     assert _StallingHandler.requests >= 2
+
+
+def test_a_still_stream_decodes_key_frames_only_and_wakes_at_the_key_frame_that_changes(tmp_path: Path) -> None:
+    """Still and silent for ``keyframes_after_s``: key frames only (each one handed out at once, though
+    the stream reorders B-frames); the key frame that differs brings full decoding back at the next one."""
+    from tests.media import write_clip
+
+    def draw(i: int) -> np.ndarray:
+        img = np.full((120, 160, 3), 90, np.uint8)
+        if i >= 200:  # at 20 s something appears
+            img[30:90, 40:120] = 250
+        return img
+
+    clip = write_clip(tmp_path / "still.mp4", draw, 300, 10, (160, 120),
+                      options={"preset": "veryfast", "g": "10", "bf": "2", "scenecut": "0"})
+    gw = Gateway(AVSource(uri=str(clip), kind="file", live=False, options={"audio": False}), 4.0,
+                 keyframes_after_s=3.0).start()
+    times = [round(i.t, 2) for i in gw.items() if isinstance(i, Frame)]
+    still = [t for t in times if 5.0 <= t < 20.0]
+    assert still == [float(s) for s in range(5, 20)]  # one frame per key frame (every second)
+    assert len([t for t in times if t < 3.0]) == 12  # every 4 fps slot before it went still
+    assert 20.0 in times  # the key frame that shows the change, at its own time
+    assert len([t for t in times if 21.0 <= t < 23.0]) == 8  # every slot again from the next key frame

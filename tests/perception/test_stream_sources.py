@@ -89,3 +89,27 @@ def test_phone_chunks_written_to_the_feed_are_decoded_like_a_stream(tmp_path: Pa
     items = list(source.open_stream(threading.Event()))
     assert sum(isinstance(i, VideoIn) for i in items) == 20
     assert any(isinstance(i, AudioIn) for i in items)
+
+
+def test_large_frames_are_downscaled_before_their_colour_conversion_and_match_the_full_conversion(tmp_path: Path) -> None:
+    """A BT.601 4:2:0 frame is area-averaged in YUV, then converted (a third of the cost): within a couple
+    of grey levels of converting the whole frame and downscaling it, and a BT.709 frame converts as before."""
+    import av
+    import numpy as np
+
+    from perception.media.sources import VideoIn, _small_bgr
+    from perception.media.video import resize_long_side
+    from tests.plugin.stream_media import make_clip
+
+    clip = make_clip(tmp_path / "c.mp4", seconds=1.0, size=(320, 240))
+    with av.open(str(clip)) as container:
+        frames = list(container.decode(video=0))
+    for frame in frames:
+        full = resize_long_side(frame.to_ndarray(format="bgr24"), 160)
+        assert _small_bgr(frame, 160) is not None  # untagged: BT.601
+        fast = VideoIn(0.0, frame).to_bgr(160)
+        assert fast.shape == full.shape == (120, 160, 3)
+        assert float(np.abs(fast.astype(int) - full.astype(int)).mean()) < 2.5
+        frame.colorspace = 1  # BT.709: FFmpeg's conversion, then the resize
+        assert np.array_equal(VideoIn(0.0, frame).to_bgr(160), full_709 := resize_long_side(
+            frame.to_ndarray(format="bgr24"), 160)) and not np.array_equal(full_709, full)
