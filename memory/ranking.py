@@ -49,6 +49,8 @@ _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
 _PEOPLE_RE = re.compile(r"\b(one|two|three|four|five|six|seven|eight|nine|\d+) (?:person|people)\b")
 _PERSON_OBJ = re.compile(r"\b(\d+) × person\b")
 _TIMESTAMP = re.compile(r"\b\d+:\d\d(?:\.\d)?(?:–\d+:\d\d(?:\.\d)?)?")
+#: numbers a description writes for itself (its time span, "4 × person"): not words a question can match
+_OWN_NUMBERS = re.compile(rf"{_TIMESTAMP.pattern}|\b\d+ × ")
 
 
 @dataclass
@@ -72,7 +74,7 @@ def row_fields(level: str, row: dict[str, Any], names: dict[str, list[str]]) -> 
         fields["speech"] = " ".join([row.get("transcript") or "", *(row.get("quotes") or [])])
         fields["text read"] = row.get("ocr_text") or ""
         fields["objects"] = " ".join(row.get("objects") or [])
-        fields["description"] = row.get("summary") or row.get("text") or ""
+        fields["description"] = _OWN_NUMBERS.sub(" ", row.get("summary") or row.get("text") or "")
     elif level == "entities":
         fields["description"] = row.get("description") or ""
         ids = [row["id"]]

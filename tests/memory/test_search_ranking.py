@@ -163,3 +163,14 @@ def test_a_word_that_stems_like_a_name_is_not_that_name(store: MemoryStore) -> N
     hits = store.search("the famous line about the nation", limit=2)
     assert hits[0].id == line.trace.id
     assert not any(m.field == "names" for m in hits[1].why)  # "line" stems to "lin" but does not name Lin
+
+
+def test_a_number_said_matches_but_a_description_s_own_counts_and_times_do_not(store: MemoryStore) -> None:
+    crowd = make_segment(0, summary="0:04.0–0:08.0 a group of people; Objects: 4 × person.")
+    said = make_segment(1, summary="close-up of one person")
+    said.trace.transcript = "lay blue at 4 now"
+    for seg in (crowd, said):
+        store.write_segment(seg)
+    hits = store.search("the x four instruction", limit=2)
+    assert hits[0].id == said.trace.id and hits[0].why[0].field == "speech"
+    assert not any(m.words and "4" in m.words for m in hits[1].why)
