@@ -262,18 +262,20 @@ def _sentences_of(words: list[Word], mine: set[int], max_words: int = 25) -> lis
     you."); its quotes are the sentences it was part of, so each piece can be found by what the
     whole sentence says. Sentences longer than ``max_words`` are cut into chunks as :func:`quotes` does.
     """
-    out: list[str] = []
+    texts = [w.text.strip() for w in words]
+    return [chunk for lo, hi in _sentence_spans(texts, max_words) if mine.intersection(range(lo, hi))
+            if (chunk := " ".join(texts[lo:hi]).strip())]
+
+
+def _sentence_spans(words: list[str], max_words: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` index ranges of the sentences in ``words``, each cut into chunks of at most ``max_words``."""
+    spans: list[tuple[int, int]] = []
     begin = 0
-    for k, w in enumerate(words):
-        if k + 1 == len(words) or _ends_sentence(w.text.strip()):
-            for lo in range(begin, k + 1, max_words):
-                hi = min(lo + max_words, k + 1)
-                if mine.intersection(range(lo, hi)):
-                    chunk = " ".join(x.text.strip() for x in words[lo:hi]).strip()
-                    if chunk:
-                        out.append(chunk)
+    for k, word in enumerate(words):
+        if k + 1 == len(words) or _ends_sentence(word):
+            spans += [(lo, min(lo + max_words, k + 1)) for lo in range(begin, k + 1, max_words)]
             begin = k + 1
-    return out
+    return spans
 
 
 #: words whose full stop does not end a sentence
@@ -287,18 +289,8 @@ def _ends_sentence(word: str) -> bool:
 
 def quotes(text: str, max_words: int = 25) -> list[str]:
     """Split a transcript into sentence-sized quotes (long sentences are cut at ``max_words``)."""
-    out: list[str] = []
-    sentences: list[list[str]] = [[]]
-    for word in text.split():
-        sentences[-1].append(word)
-        if _ends_sentence(word):
-            sentences.append([])
-    for words in sentences:
-        for i in range(0, len(words), max_words):
-            chunk = " ".join(words[i:i + max_words]).strip()
-            if chunk:
-                out.append(chunk)
-    return out
+    words = text.split()
+    return [" ".join(words[lo:hi]) for lo, hi in _sentence_spans(words, max_words)]
 
 
 def load_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = None) -> np.ndarray:

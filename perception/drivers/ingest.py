@@ -40,6 +40,7 @@ from collections.abc import Callable
 from functools import lru_cache, partial
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from memory.models import SegmentWrite
@@ -47,8 +48,8 @@ from perception.drivers import heap
 from perception.drivers.analyzer import AnalysisStore, Pipeline
 from perception.media.audio import AudioBuffer, SileroVAD, SpeechTrack, scan_audio
 from perception.media.damage import read_damage, readable_end
-from perception.detectors.asr import SAMPLE_RATE, TurnTranscripts, speech_turns
-from perception.detectors.speakers import TurnDiarization
+from perception.detectors.asr import SAMPLE_RATE, TurnTranscripts, WhisperTranscriber, speech_turns
+from perception.detectors.speakers import Diarizer, TurnDiarization
 from perception.errors import MediaError
 from perception.media.audio import decode_audio
 from perception.media.gateway import AudioChunk, Gateway
@@ -109,6 +110,29 @@ def _vad() -> SileroVAD | None:
 
 def _overlaps(intervals: list[tuple[float, float]], start: float, end: float) -> bool:
     return any(a < end and b > start for a, b in intervals)
+
+
+class _TurnSpeech:
+    """Speech-to-text and diarization of whole speech turns, shared out to the segments they span.
+
+    Both drivers use it: a file over its whole voice activity, a live capture over each batch of
+    segments it held while someone talked. ``asr`` / ``diarizer`` may be None (that model is off).
+    """
+
+    def __init__(self, asr: WhisperTranscriber | None, diarizer: Diarizer | None,
+                 intervals: list[tuple[float, float]], audio: Callable[[float, float], np.ndarray],
+                 pad_s: float | None = None) -> None:
+        pad = {} if pad_s is None else {"pad_s": pad_s}
+        self.turns = TurnTranscripts(asr, intervals, audio, **pad) if asr is not None else None
+        self.voices = TurnDiarization(diarizer, speech_turns(intervals), audio, **pad) if diarizer is not None \
+            else None
+
+    def attach(self, segment: Segment) -> None:
+        """Give ``segment`` its share of the turns' words and, when it holds speech, of their voices."""
+        if self.turns is not None:
+            segment.transcript = partial(self.turns.span, segment.t_start, segment.t_end)
+        if self.voices is not None and segment.speech:
+            segment.diarization = partial(self.voices.span, segment.t_start, segment.t_end)
 
 
 def ingest_file(
@@ -187,8 +211,7 @@ def ingest_file(
     # however the run was resumed; speech-to-text and diarization share the decode (the cache holds a
     # Whisper window's turns: at most ~17 fit in one).
     turn_audio = lru_cache(maxsize=32)(partial(decode_audio, p))
-    turns = TurnTranscripts(asr, intervals, turn_audio) if asr is not None else None
-    voices = TurnDiarization(diarizer, speech_turns(intervals), turn_audio) if diarizer is not None else None
+    speech = _TurnSpeech(asr, diarizer, intervals, turn_audio)
 
     try:
         for segment in segmenter.segments(frames, end_t=lambda: readable_end(gateway, end_t),
@@ -200,10 +223,7 @@ def ingest_file(
             if scan is not None:
                 segment.audio_level = scan.levels.rms(segment.t_start, segment.t_end)
                 segment.speech = _overlaps(intervals, segment.t_start, segment.t_end)
-                if turns is not None:
-                    segment.transcript = partial(turns.span, segment.t_start, segment.t_end)
-                if voices is not None and segment.speech:
-                    segment.diarization = partial(voices.span, segment.t_start, segment.t_end)
+                speech.attach(segment)
             write = run.commit(segment)
             if on_segment is not None:
                 on_segment(write)
@@ -270,8 +290,8 @@ def ingest_live(
     # whole 30 s window per call, and live segments during talk are often a second or two long.
     scheduler = pipeline.scheduler
     whole_turns = scheduler is None or scheduler.mode == "offline_quality"
-    asr = pipeline.models.perceivers().asr if whole_turns else None
-    diarizer = pipeline.models.perceivers().speakers if whole_turns else None
+    models = pipeline.models.perceivers() if whole_turns else None
+    asr, diarizer = (models.asr, models.speakers) if models is not None else (None, None)
     hold = asr is not None or diarizer is not None
 
     def hear(seg: Segment) -> None:
@@ -304,15 +324,10 @@ def ingest_live(
         for seg in batch:
             hear(seg)
         spoken = [(seg.t_start, seg.t_end) for seg in batch if seg.speech]
-        if asr is not None and spoken:
-            turns = TurnTranscripts(asr, spoken, buffer.slice, pad_s=0.0)
+        if hold and spoken:
+            speech = _TurnSpeech(asr, diarizer, spoken, buffer.slice, pad_s=0.0)
             for seg in batch:
-                seg.transcript = partial(turns.span, seg.t_start, seg.t_end)
-        if diarizer is not None and spoken:
-            voices = TurnDiarization(diarizer, speech_turns(spoken), buffer.slice, pad_s=0.0)
-            for seg in batch:
-                if seg.speech:
-                    seg.diarization = partial(voices.span, seg.t_start, seg.t_end)
+                speech.attach(seg)
         for seg in batch:
             commit(seg)
 
