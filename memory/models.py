@@ -244,7 +244,8 @@ class Match(Record):
     field: str = Field(description="speech | text read | names | objects | people | description | meaning | time")
     words: list[str] = Field(default_factory=list, description="query words (or names) found in that field")
     entity_id: str | None = Field(None, description="the named entity this hit shows")
-    detail: str = Field("", description="a measure, e.g. 'similarity 0.62' or '3 people'")
+    detail: str = Field("", description="a measure, e.g. 'similarity 0.62' or '3 people', or the word a "
+                        "recogniser wrote, e.g. \"sounds like 'bimblue'\"")
 
 
 class QueryUnderstanding(Record):

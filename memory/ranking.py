@@ -8,7 +8,8 @@ question actually asks for (:func:`score_row`):
   are the named ones (a close-up of them beats a crowd they stand in);
 * **words** — share of the question's content words found in the row, per field (speech, text read,
   names, objects, description); when the question asks what was said (or read), a word found only in
-  another field counts :data:`OFF_FIELD`;
+  another field counts :data:`OFF_FIELD`; in what a recogniser wrote (speech, text read) a word it
+  misheard by one letter ("Bimblue" for "bin blue") counts :data:`SOUNDS_LIKE`;
 * **meaning** — the cosine similarity of the question and the row, mapped linearly from
   ``[SIM_FLOOR, SIM_CEIL]`` to ``[0, 1]`` (below the floor a text is unrelated; above the ceiling it
   says the same thing);
@@ -41,6 +42,9 @@ SIM_CEIL = 0.75
 #: when the question asks what was said (or written), words found in other fields count this much
 OFF_FIELD = 0.6
 _INTENT_FIELD = {"speech": "speech", "text": "text read"}
+#: a word a recogniser wrote one letter off (a question's word, or two run together) counts this much
+SOUNDS_LIKE = 0.7
+_HEARD = ("speech", "text read")
 
 #: weights of the score parts
 W_ENTITY, W_FOCUS, W_WORDS, W_MEANING, W_LABELS, W_PEOPLE = 1.0, 0.25, 0.5, 0.5, 0.3, 0.5
@@ -157,6 +161,15 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
             if best is not None:
                 total += best[0]
                 found.setdefault(best[1], []).append(term)
+        missing = [t for t in q.terms if not any(t in ws for ws in found.values())]
+        for f in _HEARD:
+            if missing and f in fields:
+                near = _sounds_like(tuple(q.terms), tuple(missing), q.text, fields[f])
+                weight = SOUNDS_LIKE * (1.0 if wanted in (None, f) else OFF_FIELD)
+                for heard, terms in near.items():
+                    total += weight * len(terms)
+                    why.append(Match(field=f, words=list(terms), detail=f"sounds like '{heard}'"))
+                    missing = [t for t in missing if t not in terms]
         for f, ws in found.items():
             why.append(Match(field=f, words=ws))
         parts.append((W_WORDS, total / len(q.terms)))
@@ -194,6 +207,54 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
 def _as_written(text: str) -> dict[str, str]:
     """Each content term of a question → the word it was written as."""
     return {stem(w): w for w in words(text)}
+
+
+def _near(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by at most one letter changed, added or dropped."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i + (len(a) == len(b)):] == b[i + 1:]
+
+
+@lru_cache(maxsize=4096)
+def _long_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in words(text) if len(w) >= 5 and w.isalpha())
+
+
+@lru_cache(maxsize=4096)
+def _sounds_like(terms: tuple[str, ...], missing: tuple[str, ...], question: str, heard: str) -> dict[str, tuple[str, ...]]:
+    """Missing question terms a recogniser wrote one letter off: a word of five letters or more
+    ("Dashwod" → "Dashwood"), or two neighbouring words run together ("bin blue" → "Bimblue").
+    Returns the recognised word → the terms it stands for."""
+    written = _as_written(question)
+    said = _long_words(heard)
+    if not said:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    taken: set[str] = set()
+    for i, t in enumerate(terms):
+        if t not in missing or t in taken or not written.get(t, t).isalpha():
+            continue
+        w = written.get(t, t)
+        nxt = terms[i + 1] if i + 1 < len(terms) else None
+        if nxt is not None and nxt not in taken and written.get(nxt, nxt).isalpha():
+            joined = w + written.get(nxt, nxt)
+            hit = next((h for h in said if h[0] == joined[0] and _near(joined, h)), None)
+            if hit is not None and len(joined) >= 6:
+                out[hit] = (t, nxt) if nxt in missing else (t,)
+                taken.update(out[hit])
+                continue
+        if len(w) >= 5:
+            hit = next((h for h in said if h[0] == w[0] and h != w and _near(w, h)), None)
+            if hit is not None:
+                out[hit] = (t,)
+                taken.add(t)
+    return out
 
 
 def _signature(row: dict[str, Any]) -> set[str]:

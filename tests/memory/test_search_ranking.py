@@ -174,3 +174,22 @@ def test_a_number_said_matches_but_a_description_s_own_counts_and_times_do_not(s
     hits = store.search("the x four instruction", limit=2)
     assert hits[0].id == said.trace.id and hits[0].why[0].field == "speech"
     assert not any(m.words and "4" in m.words for m in hits[1].why)
+
+
+def test_a_word_the_recogniser_misheard_by_a_letter_still_finds_what_was_said(store: MemoryStore) -> None:
+    misheard = make_segment(0, summary="close-up of one person")
+    misheard.trace.transcript = "Bimblue at F2 now."
+    other = make_segment(1, summary="close-up of one person")
+    other.trace.transcript = "Lay blue at X4 now."
+    sign = make_segment(2, summary="a shop front")
+    sign.trace.ocr_text = "DASHWOOD & SONS"
+    for seg in (misheard, other, sign):
+        store.write_segment(seg)
+    hits = store.search("the part where someone said bin blue", limit=3)
+    assert hits[0].id == misheard.trace.id  # "bin blue" run together, one letter off
+    assert any(m.field == "speech" and m.words == ["bin", "blu"] and "bimblue" in m.detail for m in hits[0].why)
+    assert hits[1].id == other.trace.id and hits[1].score < hits[0].score
+    found = store.search("the Dashwod sign", limit=1)[0]
+    assert found.id == sign.trace.id and any("dashwood" in m.detail for m in found.why)
+    # a word spelled right still beats a near miss, and unrelated short words never match
+    assert not any("sounds like" in m.detail for h in store.search("lay blue", limit=3) for m in h.why)
