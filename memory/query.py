@@ -51,7 +51,9 @@ TEXT_WORDS = frozenset("read sign signs written writing label poster banner text
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 _NUMBERS = {"no": 0, "zero": 0, "one": 1, "a": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5,
             "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "both": 2, "couple": 2, "pair": 2}
-_PERIODS = {"morning": (5, 12), "afternoon": (12, 17), "evening": (17, 22), "night": (21, 29), "noon": (11, 14),
+_COUNT_WORDS = "a|one|two|three|four|five|six|seven|eight|nine|ten"
+#: hours of a day's periods (past 24 = early next morning); "night" runs from the evening on
+_PERIODS = {"morning": (5, 12), "afternoon": (12, 17), "evening": (17, 22), "night": (18, 30), "noon": (11, 14),
             "midnight": (23, 25), "tonight": (17, 29)}
 
 #: object words → detector labels (both the vendored SSD's Open Images names and COCO's)
@@ -309,12 +311,17 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
     label: list[str] = []
     if cut.take(r" today "):
         day, label = today, ["today"]
+    elif cut.take(r" (?:the )?day before yesterday "):
+        day, label = today - timedelta(days=2), ["the day before yesterday"]
     elif cut.take(r" yesterday "):
         day, label = today - timedelta(days=1), ["yesterday"]
     elif m := cut.take(r" (?:on |last |this past )?(" + "|".join(_WEEKDAYS) + r")s? "):
         wd = _WEEKDAYS.index(m.group(1))
         back = (today.weekday() - wd) % 7 or (7 if "last" in m.group(0) else 0)
         day, label = today - timedelta(days=back), [m.group(0).strip()]
+    elif m := cut.take(rf" (\d+|{_COUNT_WORDS}) days? ago "):
+        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)]
+        day, label = today - timedelta(days=n), [m.group(0).strip()]
     elif m := cut.take(r" (\d{4})[ ](\d{1,2})[ ](\d{1,2}) "):
         try:
             day, label = date(int(m.group(1)), int(m.group(2)), int(m.group(3))), [m.group(0).strip()]
@@ -334,8 +341,7 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
         word = m.group(1)
         hours = _PERIODS[word]
         if m.group(0).startswith(" last night") or word == "night" and day is None:
-            day = day or today - timedelta(days=1)
-            hours = (18, 30)  # last night: from yesterday evening to early this morning
+            day = day or today - timedelta(days=1)  # last night: from yesterday evening to early this morning
         label.append(m.group(0).strip())
     # "at 8 this evening" is 20:00: an hour without am/pm takes the afternoon/evening it was said with
     later = 12 if hours is not None and hours[0] >= 12 else 0

@@ -120,6 +120,14 @@ def test_time_spans_month_dates_and_hours_said_with_the_part_of_the_day() -> Non
     assert span("the 24th of December")[0] == datetime(2025, 12, 24, tzinfo=BERLIN)  # not in the future
     assert span("nov 30 at 3 pm") == (datetime(2026, 11, 30, 14, tzinfo=BERLIN),
                                       datetime(2026, 11, 30, 16, tzinfo=BERLIN))
+    # days counted back are calendar days, so a part of the day can narrow them
+    assert span("two days ago in the evening") == (datetime(2026, 11, 29, 17, tzinfo=BERLIN),
+                                                   datetime(2026, 11, 29, 22, tzinfo=BERLIN))
+    assert span("the day before yesterday")[0] == datetime(2026, 11, 29, tzinfo=BERLIN)  # type: ignore[index]
+    assert span("3 days ago") == (datetime(2026, 11, 28, tzinfo=BERLIN), datetime(2026, 11, 29, tzinfo=BERLIN))
+    # a night (yesterday's, tonight) runs from the evening into the next morning
+    assert span("yesterday night") == span("last night") == (datetime(2026, 11, 30, 18, tzinfo=BERLIN),
+                                                             datetime(2026, 12, 1, 6, tzinfo=BERLIN))
     bad = understand("march 45 between 9 and 8", VOCAB, tz="Europe/Berlin", now=NOW)
     assert bad.time is None and len(bad.notes) == 2
     assert "could not read the date 'march 45'" in bad.notes[0] and "between 9 and 8" in bad.notes[1]
