@@ -274,15 +274,16 @@ def _day_window(day: date, tz: ZoneInfo | None, hours: tuple[float, float] = (0,
     return start.timestamp(), (start + timedelta(hours=hours[1] - hours[0])).timestamp()
 
 
-def _clock_of(h: str, m: str | None, ampm: str | None, later: int = 0) -> float | None:
-    """Hour of day from matched parts; an hour under 12 without am/pm moves ``later`` hours."""
+def _clock_of(h: str, m: str | None, ampm: str | None, later: int | None = None) -> float | None:
+    """Hour of day from matched parts; an hour under 12 without am/pm moves ``later`` hours (the part
+    of the day it was said with), or, said alone, 1 to 6 means the afternoon ("at 2" is 14:00)."""
     hour, minute = int(h), int(m or 0)
     if ampm:
         if not 1 <= hour <= 12:
             return None
         hour = hour % 12 + (12 if ampm.startswith("p") else 0)
     elif hour < 12:
-        hour += later
+        hour += later if later is not None else 12 if 1 <= hour <= 6 else 0
     if hour > 23 or minute > 59:
         return None
     return hour + minute / 60
@@ -305,7 +306,17 @@ def _month_day(m: re.Match[str], today: date) -> date | None:
         return None
 
 
+_HOURS = {w: str(n) for n, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+_HOUR_WORD = re.compile(rf" (at|around|about|after|before|since|until|till) ({'|'.join(_HOURS)})(?= )"
+                        rf"| ({'|'.join(_HOURS)})(?= (?:oclock|am|pm|a m|p m) )")
+
+
 def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Understood) -> None:
+    # hours in words ("at two", "three o'clock") become digits, and "o'clock" goes
+    cut.text = _HOUR_WORD.sub(lambda m: f" {m.group(1)} {_HOURS[m.group(2)]}" if m.group(1)
+                              else f" {_HOURS[m.group(3)]}", cut.text)
+    cut.text = re.sub(r"(?: (at|around|about|after|before|since|until|till))? (\d{1,2}) oclock(?= )",
+                      lambda m: f" {m.group(1) or 'at'} {m.group(2)}", cut.text)
     today = now.date()
     day: date | None = None
     label: list[str] = []
@@ -344,7 +355,7 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
             day = day or today - timedelta(days=1)  # last night: from yesterday evening to early this morning
         label.append(m.group(0).strip())
     # "at 8 this evening" is 20:00: an hour without am/pm takes the afternoon/evening it was said with
-    later = 12 if hours is not None and hours[0] >= 12 else 0
+    later = None if hours is None else 12 if hours[0] >= 12 else 0
     if m := cut.take(r" (?:between|from) (?P<h>\d{1,2})(?: (?P<m>\d{2}))? ?(?P<ap>am|pm|a m|p m)?"
                      r" (?:and|to|until|till) (?P<h2>\d{1,2})(?: (?P<m2>\d{2}))? ?(?P<ap2>am|pm|a m|p m)? "):
         ap = m.group("ap") or m.group("ap2")  # "between 8 and 9 pm": both are pm

@@ -120,6 +120,11 @@ def test_time_spans_month_dates_and_hours_said_with_the_part_of_the_day() -> Non
     assert span("the 24th of December")[0] == datetime(2025, 12, 24, tzinfo=BERLIN)  # not in the future
     assert span("nov 30 at 3 pm") == (datetime(2026, 11, 30, 14, tzinfo=BERLIN),
                                       datetime(2026, 11, 30, 16, tzinfo=BERLIN))
+    # an hour said alone: 1 to 6 is the afternoon, in words or with "o'clock" too
+    assert span("what happened at 2 o'clock today") == (datetime(2026, 12, 1, 13, tzinfo=BERLIN),
+                                                        datetime(2026, 12, 1, 15, tzinfo=BERLIN))
+    assert span("at two today") == span("at 2 pm today") and span("at 8")[0].hour == 7  # type: ignore[index]
+    assert span("three o'clock yesterday")[0] == datetime(2026, 11, 30, 14, tzinfo=BERLIN)  # type: ignore[index]
     # days counted back are calendar days, so a part of the day can narrow them
     assert span("two days ago in the evening") == (datetime(2026, 11, 29, 17, tzinfo=BERLIN),
                                                    datetime(2026, 11, 29, 22, tzinfo=BERLIN))
