@@ -2,10 +2,10 @@
 
 LanceDB reads the rows a search picks column by column, and each column of each row costs about as
 much as the next (≈ 25 µs at a million traces): the 24 candidates of a search cost ≈ 8 ms over the
-13 columns ranking and hits need, and ≈ 2 ms from one column. So the large, time-series levels
+14 columns ranking and hits need, and ≈ 2 ms from one column. So the large, time-series levels
 (:data:`CARD_COLUMNS`) carry a ``card`` column: a JSON object of those columns, written with every
 row (:func:`card_json`, from ``MemoryStore``'s row builder) and filled in for rows written before it
-existed by a SQL expression LanceDB evaluates itself (:func:`card_sql`, migration 8), so the
+existed by a SQL expression LanceDB evaluates itself (:func:`card_sql`, migrations 8 and 9), so the
 backfill neither moves rows nor touches their indexes. :func:`read_card` turns one back into the
 row; a row without a usable card is read column by column.
 """
@@ -23,7 +23,7 @@ CARD_COLUMN = "card"
 
 #: per level, the columns its card holds (what a search ranks and shows)
 CARD_COLUMNS: dict[str, tuple[str, ...]] = {
-    "traces": ("id", "text", "transcript", "ocr_text", "objects", "entity_ids", "camera_id", "source",
+    "traces": ("id", "text", "transcript", "quotes", "ocr_text", "objects", "entity_ids", "camera_id", "source",
                "segment_index", "t_start", "t_end", "wall_start", "keyframe_ids"),
     "observations": ("id", "text", "entity_id", "camera_id", "source", "segment_index", "t_start", "t_end",
                      "wall_start", "keyframe_ids"),

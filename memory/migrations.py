@@ -139,3 +139,13 @@ def search_cards(ctx: MigrationContext) -> None:
         table = ctx.db.open_table(name)
         if CARD_COLUMN not in table.schema.names:
             table.add_columns({CARD_COLUMN: card_sql(name, table.schema)})
+
+
+@migration(9)
+def cards_with_quotes(ctx: MigrationContext) -> None:
+    """Trace cards also hold the whole sentences a segment's words belong to (``quotes``), so ranking
+    finds them as speech: each card is computed again by LanceDB, as in migration 8."""
+    table = ctx.db.open_table("traces")
+    if CARD_COLUMN in table.schema.names:
+        table.drop_columns([CARD_COLUMN])
+    table.add_columns({CARD_COLUMN: card_sql("traces", table.schema)})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 META_TABLE = "meta"
 

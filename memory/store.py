@@ -86,12 +86,22 @@ _ENTITY_HINT = "call entity_list or memory_search to find entity ids"
 _HIDDEN = ("vector", "user_id", CARD_COLUMN)
 
 
+_SPEAKER = re.compile(r"\b(?:person|object|voice)_\d+: ")
+
+
 def trace_text(trace: Trace) -> str:
-    """The searchable text of a trace: summary, quotes, transcript, OCR and objects."""
+    """The searchable text of a trace: summary, quotes, transcript, OCR and objects.
+
+    Each piece of speech appears once (the summary already quotes the segment's words, speaker-labelled):
+    the meaning model reads 128 tokens, and repeats would push the rest of a long sentence out of them.
+    """
     parts = [trace.summary]
-    parts += [f'"{q}"' for q in trace.quotes]
-    if trace.transcript:
-        parts.append(trace.transcript)
+    said = _SPEAKER.sub("", trace.summary)
+    for text in [*trace.quotes, trace.transcript]:
+        plain = _SPEAKER.sub("", text or "").strip()
+        if plain and plain not in said:
+            parts.append(f'"{text}"' if text in trace.quotes else text)
+            said += "\n" + plain
     if trace.ocr_text:
         parts.append(trace.ocr_text)
     if trace.objects:

@@ -54,6 +54,24 @@ def test_a_version_7_store_gets_cards_filled_in_by_the_migration(tmp_path: Path)
         assert [h.id for h in store.search("woman with a red scarf", limit=5)] == before
 
 
+def test_a_version_8_store_gets_cards_with_quotes_so_a_whole_sentence_ranks_as_speech(tmp_path: Path) -> None:
+    path = str(tmp_path / "m")
+    with MemoryStore(path, HashEmbedder(64)) as store:
+        populate(store)
+        row = next(iter(store.scan_rows("traces")))
+        table = store._db.open_table("traces")
+        table.update(where=f"id = '{row['id']}'", values={"quotes": ["Ask not what your country can do for you."]})
+        old = {c: r[c] for r in table.search().limit(None).to_list() for c in [CARD_COLUMN] if r["id"] == row["id"]}
+        card = read_card(old[CARD_COLUMN]) or {}
+        card.pop("quotes", None)  # as a version-8 store wrote it
+        table.update(where=f"id = '{row['id']}'", values={CARD_COLUMN: json.dumps(card)})
+        MemoryStore._set_meta(store._db.open_table(META_TABLE), {"schema_version": "8"})
+    with MemoryStore(path, HashEmbedder(64)) as store:
+        assert cards_match_rows(store)
+        card = next(read_card(r[CARD_COLUMN]) for r in store.scan_rows("traces") if r["id"] == row["id"])
+        assert card["quotes"] == ["Ask not what your country can do for you."]
+
+
 def test_a_row_without_a_usable_card_is_read_from_its_columns(tmp_path: Path) -> None:
     with MemoryStore(str(tmp_path / "m"), HashEmbedder(64)) as store:
         populate(store)

@@ -193,3 +193,16 @@ def test_a_word_the_recogniser_misheard_by_a_letter_still_finds_what_was_said(st
     assert found.id == sign.trace.id and any("dashwood" in m.detail for m in found.why)
     # a word spelled right still beats a near miss, and unrelated short words never match
     assert not any("sounds like" in m.detail for h in store.search("lay blue", limit=3) for m in h.why)
+
+
+def test_each_piece_of_speech_is_in_the_searchable_text_once(store: MemoryStore) -> None:
+    sentence = "And so my fellow Americans, ask not what your country can do for you"
+    seg = make_segment(0, summary='medium shot of one person. Speech: "person_0010: ask not what your country"')
+    seg.trace.transcript = "person_0010: ask not what your country"
+    seg.trace.quotes = ["person_0010: ask not what your country", sentence]
+    store.write_segment(seg)
+    text = str(store.get(seg.trace.id).item["text"])
+    assert text.count("ask not what your country") == 2  # the segment's own words, and its whole sentence
+    assert text.count("fellow Americans") == 1
+    hit = store.search("what was said to my fellow Americans", limit=1)[0]
+    assert hit.id == seg.trace.id and any(m.field == "speech" for m in hit.why)
