@@ -209,6 +209,11 @@ class Retriever:
         scored = [score_row(level, row, cosine.get((level, i), bound.get(level, 0.0)) if has_vector else None,
                             q, names, entity_map) for (level, i), row in candidates.items()]
         ranked = _order(scored, q)
+        answering = [s for s in ranked if s.score > 0]
+        if ranked and not answering:
+            q.notes.append("nothing stored answers any part of the question; try other words, a name from "
+                           "entity_list, a camera or a time")
+        ranked = answering
         head = max(3 * (offset + limit), 30)  # near-duplicates only matter where a page can show them
         ranked = collapse(ranked[:head]) + ranked[head:]
         page = ranked[offset:offset + limit]
