@@ -209,7 +209,9 @@ class Retriever:
         scored = [score_row(level, row, cosine.get((level, i), bound.get(level, 0.0)) if has_vector else None,
                             q, names, entity_map) for (level, i), row in candidates.items()]
         ranked = _order(scored, q)
-        answering = [s for s in ranked if s.score > 0]
+        # a row passing the camera or time asked for answers that part even when nothing else matched
+        answering = ranked if cameras or q.time or start is not None or end is not None else [
+            s for s in ranked if s.score > 0]
         if ranked and not answering:
             q.notes.append("nothing stored answers any part of the question; try other words, a name from "
                            "entity_list, a camera or a time")

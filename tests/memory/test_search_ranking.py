@@ -162,7 +162,8 @@ def test_a_word_that_stems_like_a_name_is_not_that_name(store: MemoryStore) -> N
     store.upsert_entity(Entity(id="person_0003", kind="person", name="Lin Park"))
     hits = store.search("the famous line about the nation", limit=2)
     assert hits[0].id == line.trace.id
-    assert not any(m.field == "names" for m in hits[1].why)  # "line" stems to "lin" but does not name Lin
+    # "line" stems to "lin" but does not name Lin: the desk segment answers nothing (left out) or not by name
+    assert all(not any(m.field == "names" for m in h.why) for h in hits[1:])
 
 
 def test_a_number_said_matches_but_a_description_s_own_counts_and_times_do_not(store: MemoryStore) -> None:
@@ -173,7 +174,7 @@ def test_a_number_said_matches_but_a_description_s_own_counts_and_times_do_not(s
         store.write_segment(seg)
     hits = store.search("the x four instruction", limit=2)
     assert hits[0].id == said.trace.id and hits[0].why[0].field == "speech"
-    assert not any(m.words and "4" in m.words for m in hits[1].why)
+    assert all(not any(m.words and "4" in m.words for m in h.why) for h in hits[1:])
 
 
 def test_a_word_the_recogniser_misheard_by_a_letter_still_finds_what_was_said(store: MemoryStore) -> None:
