@@ -144,7 +144,7 @@ def test_per_video_driver_ingests_each_video_into_its_own_store_and_scores_choic
     def responder(n: int, body: dict[str, Any]) -> dict[str, Any]:
         step = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if step == 0:
-            return {"tool_calls": [call("search_memory", {"query": "colour", "limit": 10})]}
+            return {"tool_calls": [call("search_memory", {"query": "lighting", "limit": 10})]}
         hits = json.loads(tool_replies(body)[0]) if tool_replies(body)[0].startswith("[") else []
         return {"content": "(A) red" if "red" in json.dumps(hits) else "(A) red, I think"}
 
