@@ -56,6 +56,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory import MemoryStore, MiniLMEmbedder  # noqa: E402
+from memory.cards import CARD_COLUMN  # noqa: E402
 from memory.embedders import l2_normalise  # noqa: E402
 
 logger = logging.getLogger("bench.search_latency")
@@ -111,7 +112,8 @@ def build(store: MemoryStore, size: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     phrases = _phrases()
     vectors = _embed_all(MiniLMEmbedder(), phrases)
-    schema = store._table("traces").schema
+    # the store fills in each row's search card (``memory/cards.py``) from the other columns
+    schema = pa.schema([f for f in store._table("traces").schema if f.name != CARD_COLUMN])
     for start in range(0, size, CHUNK):
         n = min(CHUNK, size - start)
         pick = {k: rng.integers(0, len(v), n) for k, v in phrases.items()}
@@ -142,7 +144,7 @@ def build(store: MemoryStore, size: int, seed: int) -> None:
             "wall_start": [1.7e9 + float(i) * 10.0 for i in idx], "summary": summaries,
             "entity_ids": [[f"person_{int(p) + 1:04d}"] for p in pick["people"]], "objects": objects,
             "ocr_text": ocr, "transcript": transcripts, "quotes": [[] for _ in idx],
-            "keyframe_ids": [[] for _ in idx], "level": ["full"] * n, "text": texts,
+            "keyframe_ids": [[] for _ in idx], "speakers": [[] for _ in idx], "level": ["full"] * n, "text": texts,
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec.reshape(-1)), 384),
         }
         store.bulk_append("traces", pa.table(columns, schema=schema))

@@ -353,18 +353,28 @@ async def _gather_all(*jobs: Awaitable[Any]) -> list[Any]:
     return list(await asyncio.gather(*jobs))
 
 
-async def _arrow(query: AsyncQueryBase) -> pa.Table:
-    """The rows of ``query``, run by LanceDB's native query object.
+async def _arrow(query: AsyncQueryBase, rows: int | None = None) -> pa.Table:
+    """The rows of ``query``, run by LanceDB's native query object; reading stops once ``rows`` rows are in.
 
     ``to_arrow`` first looks up the table's schema (for blob columns, which no searched table has):
-    a round trip to LanceDB's runtime and a check for a newer table version per query, a third of
-    the hand-overs of a search.
+    a round trip to LanceDB's runtime and a check for a newer table version per query. Each batch
+    of the result stream is a round trip too, and so is the end of the stream, which a read of
+    known size need not wait for.
     """
     inner = getattr(query, "_inner", None)
     if not callable(getattr(inner, "execute", None)):
         return await query.to_arrow()
     stream = await inner.execute()
-    return pa.Table.from_batches([batch async for batch in stream], schema=stream.schema)
+    batches: list[pa.RecordBatch] = []
+    count = 0
+    while rows is None or count < rows:
+        try:
+            batch = await stream.__anext__()
+        except StopAsyncIteration:
+            break
+        batches.append(batch)
+        count += batch.num_rows
+    return pa.Table.from_batches(batches, schema=stream.schema)
 
 
 async def _fts(table: AsyncTable, text: str, where: str, k: int) -> list[int]:
@@ -428,8 +438,8 @@ async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded
     if not rowids:
         return []
     if not carded:
-        return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id())).to_pylist()
-    batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id())
+        return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id(), len(rowids))).to_pylist()
+    batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id(), len(rowids))
     rows: list[dict[str, Any]] = []
     missing: list[int] = []
     for text, rowid in zip(batch[CARD_COLUMN].to_pylist(), batch["_rowid"].to_pylist()):
@@ -440,7 +450,7 @@ async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded
             row["_rowid"] = rowid
             rows.append(row)
     if missing:
-        rows += (await _arrow(table.take_row_ids(missing).select(columns).with_row_id())).to_pylist()
+        rows += (await _arrow(table.take_row_ids(missing).select(columns).with_row_id(), len(missing))).to_pylist()
     return rows
 
 
