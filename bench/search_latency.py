@@ -29,10 +29,11 @@ progress goes to stderr through logging. On a busy machine, also run it pinned t
 cost CPU of their own, which pinning removes.
 
 Measured on the 2-core development machine (see README, "Latency", for the numbers and the load
-they were taken at): one ``memory_search`` through MCP needs ≈ 20 ms of CPU — embedding the question
-≈ 2.5 (int8 query model), full-text ≈ 4.5 (while the question is embedded), IVF_PQ with exact
-re-scoring ≈ 4.5, reading the 24 shortlisted rows' search cards ≈ 2.5, ranking ≈ 1, MCP ≈ 2.5. The
-p95 ≤ 20 ms target is not met while other processes keep the load average at 2 or more.
+they were taken at): one ``memory_search`` through MCP needs ≈ 21 ms of CPU — LanceDB's runtime ≈ 7
+(its tokio worker and the threads reading files), its CPU pool ≈ 3 (full-text scoring), embedding the
+question ≈ 3.5 (int8 query model, while the full-text query runs), ranking ≈ 1.6, lancedb's asyncio
+loop ≈ 2.4, MCP ≈ 1.7. The p95 ≤ 20 ms target is not met while other processes keep the load average
+at 2 or more. ``bench/search_compare.py`` checks that a change leaves the answers as they were.
 Stores built by older code are migrated when opened (search cards, ``memory/cards.py``): keep the
 store an older checkout benchmarks in another ``--dir``.
 """
@@ -56,6 +57,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory import MemoryStore, MiniLMEmbedder  # noqa: E402
+from memory.cards import CARD_COLUMN  # noqa: E402
 from memory.embedders import l2_normalise  # noqa: E402
 
 logger = logging.getLogger("bench.search_latency")
@@ -111,7 +113,8 @@ def build(store: MemoryStore, size: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     phrases = _phrases()
     vectors = _embed_all(MiniLMEmbedder(), phrases)
-    schema = store._table("traces").schema
+    # the store fills in each row's search card (``memory/cards.py``) from the other columns
+    schema = pa.schema([f for f in store._table("traces").schema if f.name != CARD_COLUMN])
     for start in range(0, size, CHUNK):
         n = min(CHUNK, size - start)
         pick = {k: rng.integers(0, len(v), n) for k, v in phrases.items()}
@@ -142,7 +145,7 @@ def build(store: MemoryStore, size: int, seed: int) -> None:
             "wall_start": [1.7e9 + float(i) * 10.0 for i in idx], "summary": summaries,
             "entity_ids": [[f"person_{int(p) + 1:04d}"] for p in pick["people"]], "objects": objects,
             "ocr_text": ocr, "transcript": transcripts, "quotes": [[] for _ in idx],
-            "keyframe_ids": [[] for _ in idx], "level": ["full"] * n, "text": texts,
+            "keyframe_ids": [[] for _ in idx], "speakers": [[] for _ in idx], "level": ["full"] * n, "text": texts,
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec.reshape(-1)), 384),
         }
         store.bulk_append("traces", pa.table(columns, schema=schema))

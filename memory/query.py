@@ -138,17 +138,28 @@ def content_terms(text: str) -> tuple[str, ...]:
     turn gives its number.
     """
     out: dict[str, None] = {}
-    tokens = [_clean(w) for w in _WORD.findall(text.lower())]
+    lowered = text.lower()
+    tokens = _WORD.findall(lowered)
+    if "'" in lowered or "’" in lowered:
+        tokens = [_clean(w) for w in tokens]
     # "one" stays a stop word ("the one who…") unless it follows a letter ("b one")
-    numbers = [_DIGITS[w] if w in _DIGITS else w for w in tokens]
-    tokens = [n if w != "one" else w for w, n in zip(tokens, numbers)]
+    numbers = [_DIGITS.get(w, w) for w in tokens]
+    last = len(tokens) - 1
     for i, w in enumerate(tokens):
-        if len(w) == 1 and w.isalpha() and i + 1 < len(tokens) and numbers[i + 1].isdigit():
-            out[w + numbers[i + 1]] = None
-        elif m := _CODE.fullmatch(w):
+        n = numbers[i]
+        if w != "one":
+            w = n
+        if len(w) == 1:
+            if w.isalpha() and i < last and numbers[i + 1].isdigit():
+                out[w + numbers[i + 1]] = None
+            elif w.isdigit():
+                out[stem(w)] = None
+        elif w.isdigit():
+            out[stem(w)] = None
+        elif "a" <= w[0] <= "z" and w[1:].isdigit():  # a code ("x4"); tokens hold ASCII digits only
             out[w] = None
-            out[m.group(2)] = None
-        elif w.isdigit() or len(w) > 1 and w not in STOP:
+            out[w[1:]] = None
+        elif w not in STOP:
             out[stem(w)] = None
     return tuple(out)
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
 
 from .models import Match
 from .query import Understood, content_terms, stem, words
@@ -126,7 +125,7 @@ def _unidentified(row: dict[str, Any]) -> int:
 
 def similarity_part(cosine: float) -> float:
     """Map a cosine similarity onto [0, 1] (see :data:`SIM_FLOOR`, :data:`SIM_CEIL`)."""
-    return float(np.clip((cosine - SIM_FLOOR) / (SIM_CEIL - SIM_FLOOR), 0.0, 1.0))
+    return min(max((cosine - SIM_FLOOR) / (SIM_CEIL - SIM_FLOOR), 0.0), 1.0)
 
 
 def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understood,

@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import lancedb
 import numpy as np
+import pyarrow as pa
 from lancedb import AsyncTable
 from lancedb.background_loop import LOOP
+from lancedb.query import AsyncQueryBase
 
 from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
 from .errors import MemoryStoreError
@@ -358,13 +360,37 @@ async def _gather_all(*jobs: Awaitable[Any]) -> list[Any]:
     return list(await asyncio.gather(*jobs))
 
 
+async def _arrow(query: AsyncQueryBase, rows: int | None = None) -> pa.Table:
+    """The rows of ``query``, run by LanceDB's native query object; reading stops once ``rows`` rows are in.
+
+    ``to_arrow`` first looks up the table's schema (for blob columns, which no searched table has):
+    a round trip to LanceDB's runtime and a check for a newer table version per query. Each batch
+    of the result stream is a round trip too, and so is the end of the stream, which a read of
+    known size need not wait for.
+    """
+    inner = getattr(query, "_inner", None)
+    if not callable(getattr(inner, "execute", None)):
+        return await query.to_arrow()
+    stream = await inner.execute()
+    batches: list[pa.RecordBatch] = []
+    count = 0
+    while rows is None or count < rows:
+        try:
+            batch = await stream.__anext__()
+        except StopAsyncIteration:
+            break
+        batches.append(batch)
+        count += batch.num_rows
+    return pa.Table.from_batches(batches, schema=stream.schema)
+
+
 async def _fts(table: AsyncTable, text: str, where: str, k: int) -> list[int]:
     """Row ids of the ``k`` best BM25 matches of ``text``, best first."""
     query = table.query().nearest_to_text(text, columns="text").select(["_score"]).with_row_id().limit(k)
     if where:
         query = query.where(where)
     try:
-        batch = await query.to_arrow()
+        batch = await _arrow(query)
     except ValueError:  # a query the full-text parser rejects is matched by meaning only
         logger.info("full-text query %r rejected; using vector search only", text)
         return []
@@ -378,7 +404,7 @@ async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int) ->
              .refine_factor(1).select(["_distance"]).with_row_id().limit(k))
     if where:
         query = query.where(where)  # a prefilter: the k nearest rows that pass it
-    batch = await query.to_arrow()
+    batch = await _arrow(query)
     return [(rowid, 1.0 - distance) for rowid, distance in zip(batch["_rowid"].to_pylist(),
                                                                batch["_distance"].to_pylist())]
 
@@ -390,8 +416,8 @@ async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: s
     if where:
         query = query.where(where)
     if order is None:
-        return (await query.select(["id"]).limit(k).to_arrow())["_rowid"].to_pylist()
-    batch = await query.select([order]).to_arrow()
+        return (await _arrow(query.select(["id"]).limit(k)))["_rowid"].to_pylist()
+    batch = await _arrow(query.select([order]))
     sign = 1 if order_by == "first" else -1
     keys = sorted(zip(batch[order].to_pylist(), batch["_rowid"].to_pylist()), key=lambda r: (r[0] or 0) * sign)
     return [rowid for _, rowid in keys[:k]]
@@ -399,13 +425,13 @@ async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: s
 
 async def _rows(table: AsyncTable, where: str, columns: list[str]) -> list[dict[str, Any]]:
     """Every row passing ``where``."""
-    return (await table.query().where(where).select(columns).to_arrow()).to_pylist()
+    return (await _arrow(table.query().where(where).select(columns))).to_pylist()
 
 
 async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[int]:
     """Row ids of the rows with these ``id``s, in the order of ``ids``."""
     where = " AND ".join(w for w in (user_where, f"id IN {sql_in(ids)}") if w)
-    batch = await table.query().where(where).select(["id"]).with_row_id().to_arrow()
+    batch = await _arrow(table.query().where(where).select(["id"]).with_row_id())
     rowids = dict(zip(batch["id"].to_pylist(), batch["_rowid"].to_pylist()))
     return [rowids[i] for i in ids if i in rowids]
 
@@ -419,8 +445,8 @@ async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded
     if not rowids:
         return []
     if not carded:
-        return (await table.take_row_ids(sorted(rowids)).select(columns).with_row_id().to_arrow()).to_pylist()
-    batch = await table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id().to_arrow()
+        return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id(), len(rowids))).to_pylist()
+    batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id(), len(rowids))
     rows: list[dict[str, Any]] = []
     missing: list[int] = []
     for text, rowid in zip(batch[CARD_COLUMN].to_pylist(), batch["_rowid"].to_pylist()):
@@ -431,7 +457,7 @@ async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded
             row["_rowid"] = rowid
             rows.append(row)
     if missing:
-        rows += (await table.take_row_ids(missing).select(columns).with_row_id().to_arrow()).to_pylist()
+        rows += (await _arrow(table.take_row_ids(missing).select(columns).with_row_id(), len(missing))).to_pylist()
     return rows
 
 

@@ -172,3 +172,21 @@ def test_a_search_gathers_its_candidates_again_when_a_compaction_moved_them(
     assert embedder.compacted
     assert "moved while being read" in caplog.text
     assert hits[0].text.startswith("a man carries a bicycle")  # found by its words, read after the compaction
+
+
+def test_a_hybrid_search_asks_lancedb_for_no_table_schema(
+        all_levels: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # lancedb's to_arrow looks the schema up before every query: a round trip to its runtime each
+    calls = {"schema": 0}
+    real_schema = lancedb.table.AsyncTable.schema
+
+    async def counted_schema(self: lancedb.table.AsyncTable) -> object:
+        calls["schema"] += 1
+        return await real_schema(self)
+
+    monkeypatch.setattr(lancedb.table.AsyncTable, "schema", counted_schema)
+    all_levels.search("tea", mode="hybrid", limit=3)  # vocabulary and caches in place
+    calls["schema"] = 0
+    hits = all_levels.search("red mug with tea", level="traces", mode="hybrid", limit=3)
+    assert hits and "mug" in hits[0].text
+    assert calls["schema"] == 0
