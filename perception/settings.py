@@ -188,6 +188,10 @@ class PerceptionConfig(Strict):
     identity_frames: int = Field(
         8, ge=0, le=32, description="sampled frames per segment, besides key frames, searched for faces (identity "
         "evidence only)")
+    model_threads: int = Field(
+        1, ge=1, le=4, description="threads of one model call (ONNX Runtime, OpenCV, Whisper, the text embedder), per "
+        "process; 1 costs the least CPU per media second on a box that runs several cameras, more finish one file "
+        "sooner")
     jpeg_max_side: int = Field(640, ge=64, le=4096, description="longest side of a stored key frame")
     jpeg_quality: int = Field(75, ge=10, le=100, description="JPEG quality of stored key frames (75: ~18 KB at 640 px)")
     faces: FacesConfig = Field(default_factory=YuNetFacesConfig)

@@ -45,6 +45,7 @@ from perception.describe.context import (
 )
 from perception.describe.vlm import VLMClient
 from perception.describe.vlm_stage import VLMSegmentStage
+from perception.detectors.backends import set_model_threads
 from perception.drivers import heap
 from perception.drivers.analyzer import Models, Pipeline
 from perception.drivers.ingest import IngestReport, ProgressCallback, ingest_file
@@ -86,7 +87,7 @@ def build_embedder(manifest: Manifest) -> Embedder:
     """Build the text embedder the manifest names (models load lazily on first use)."""
     cfg = manifest.memory.embedder
     if isinstance(cfg, MiniLMEmbedderConfig):
-        return MiniLMEmbedder()
+        return MiniLMEmbedder(threads=manifest.perception.model_threads)
     if isinstance(cfg, HashEmbedderConfig):
         return HashEmbedder(dim=cfg.dim)
     if isinstance(cfg, OpenAIEmbedderConfig):
@@ -135,6 +136,7 @@ class Engine:
             return self
         m = self.manifest
         heap.limit_arenas()  # before the store's and the models' native threads start
+        set_model_threads(self.settings.model_threads)
         relay = self.overrides.relay
         self.store = self.open_store()
         try:

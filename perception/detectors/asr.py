@@ -69,7 +69,7 @@ class WhisperTranscriber:
         min_speech_s: audio shorter than this is not transcribed.
     """
 
-    def __init__(self, model_dir: str | Path | None = None, cpu_threads: int = 2, min_speech_s: float = 0.3) -> None:
+    def __init__(self, model_dir: str | Path | None = None, cpu_threads: int = 1, min_speech_s: float = 0.3) -> None:
         self._override = Path(model_dir) if model_dir is not None else None
         self.cpu_threads = cpu_threads
         self.min_speech_s = min_speech_s

@@ -1,10 +1,12 @@
 """Model files and lazy, verified loading of the optional perception backends.
 
 Every model file is checked by sha256 before it is used. Every ONNX Runtime session is built from
-:func:`ort_options`: intra-op threads sized to the CPUs this process may use (at most 4; analysis
-of one engine runs one segment at a time under its identity lock, so a call may use every core),
-one inter-op thread and no spin-waiting, so idle pool threads do not burn CPU between the many
-small calls of a stream. Sessions are cached per process and shared by every source. A file that is missing (an optional
+:func:`ort_options`: :func:`ort_threads` intra-op threads (the manifest's ``perception.model_threads``,
+set once per process by :func:`set_model_threads`; 1 by default), one inter-op thread and no
+spin-waiting, so idle pool threads do not burn CPU between the many small calls of a stream. A
+second thread per call finishes one call sooner but costs CPU for its synchronisation (15 % more
+CPU per media second at the full level on two busy cores), and a box that runs several cameras
+has no idle core to give it. Sessions are cached per process and shared by every source. A file that is missing (an optional
 extra not installed) or altered disables its capability with one clear log line, instead of
 failing ingestion. Loaded models are cached per process (:func:`functools.lru_cache`), so many
 ingestions share one copy; nothing is loaded at import time.
@@ -36,20 +38,38 @@ from typing import Any
 from perception.settings import PerceptionConfig
 
 __all__ = ["MODELS_DIR", "Perceivers", "file_sha256", "load_perceivers", "object_detector", "ort_options",
-           "ort_threads", "package_file", "verified"]
+           "ort_threads", "package_file", "set_model_threads", "verified"]
 
 logger = logging.getLogger(__name__)
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 
 
-def ort_threads() -> int:
-    """Intra-op threads for one model call: the CPUs this process may run on, at most 4."""
+_threads = 1
+
+
+def set_model_threads(threads: int) -> None:
+    """Threads of one model call in this process (ONNX Runtime, OpenCV, Whisper); before models load.
+
+    Sessions are cached per process, so a session built earlier keeps the count it was built with.
+    """
+    global _threads
+    _threads = max(1, min(4, threads, _usable_cpus()))
+    import cv2
+
+    cv2.setNumThreads(_threads)
+
+
+def _usable_cpus() -> int:
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus))
+        return os.cpu_count() or 1
+
+
+def ort_threads() -> int:
+    """Intra-op threads for one model call (:func:`set_model_threads`; 1 unless set)."""
+    return _threads
 
 
 def ort_options(threads: int | None = None) -> Any:
@@ -152,10 +172,10 @@ def _ocr() -> Any:
 
 
 @lru_cache(maxsize=2)
-def _asr(model_dir: str | None) -> Any:
+def _asr(model_dir: str | None, threads: int) -> Any:
     from perception.detectors.asr import WhisperTranscriber
 
-    asr = WhisperTranscriber(model_dir)
+    asr = WhisperTranscriber(model_dir, cpu_threads=threads)
     return asr if asr.available else None
 
 
@@ -179,7 +199,7 @@ def load_perceivers(settings: PerceptionConfig) -> Perceivers:
     return Perceivers(
         objects=objects,
         ocr=_ocr() if settings.ocr_on else None,
-        asr=_asr(settings.asr_model_dir) if settings.asr_on else None,
+        asr=_asr(settings.asr_model_dir, ort_threads()) if settings.asr_on else None,
         speakers=_speakers(getattr(settings.speakers, "match_threshold", 0.65)) if settings.speakers_on else None,
         body=_body(settings.body_model) if settings.body_on and objects is not None else None,
     )

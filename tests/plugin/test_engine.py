@@ -14,14 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import cv2
 import pytest
 import yaml
 from mcp import Client
 
 from memory.identity_ops import forget_entity
 from memory.models import SegmentWrite
-from plugin.engine import Engine, Overrides, open_store
-from plugin.manifest import load_manifest
+from perception.detectors.backends import ort_options, ort_threads, set_model_threads
+from plugin.engine import Engine, Overrides, build_embedder, open_store
+from plugin.manifest import MiniLMEmbedderConfig, load_manifest
 from plugin.server import create_server
 from tests.conftest import CLIP, engine_for, write_manifest
 from tests.perception.fake_vlm_server import FakeVLMServer, prompt_text
@@ -337,3 +339,21 @@ def test_the_manifest_perception_section_is_the_runtime_settings(tmp_path: Path)
         report = engine.ingest_file(clip)
         frames = engine.store.keyframes([k for t in engine.store.timeline() for k in t.keyframe_ids])
     assert report.done and len(frames) > 2 * report.segments_written
+
+
+def test_model_threads_from_the_manifest_size_every_model_call(tmp_path: Path) -> None:
+    """One thread per model call by default (least CPU per camera); the manifest may give a call more."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        for asked in (2, 1):
+            manifest = load_manifest(write_manifest(tmp_path / str(asked), perception={"model_threads": asked}))
+            with Engine.from_manifest(manifest):
+                want = min(asked, cpus)
+                assert ort_threads() == want and cv2.getNumThreads() == want
+                assert ort_options().intra_op_num_threads == want
+            minilm = manifest.model_copy(update={"memory": manifest.memory.model_copy(
+                update={"embedder": MiniLMEmbedderConfig()})})
+            assert build_embedder(minilm)._threads == asked  # type: ignore[attr-defined]
+        assert load_manifest(write_manifest(tmp_path / "default")).perception.model_threads == 1
+    finally:
+        set_model_threads(1)
