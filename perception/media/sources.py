@@ -323,6 +323,8 @@ def _drain(vs: Any, time_base: Any) -> list[Any]:
 
 #: seconds of decoded audio resampled and handed on at once
 AUDIO_CHUNK_S = 0.5
+#: seconds of skipped digital silence handed on at once (any sound, or a video frame, hands it on sooner)
+SILENT_CHUNK_S = 2.0
 _FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
 
 
@@ -397,7 +399,7 @@ class _AudioChunker:
     @property
     def ready(self) -> bool:
         """Enough skipped silence is queued for a chunk."""
-        return self._quiet >= AUDIO_CHUNK_S * self._quiet_rate
+        return self._quiet >= SILENT_CHUNK_S * self._quiet_rate
 
     def flush(self) -> Iterator[AudioIn]:
         """Resample and yield whatever is queued (digital silence comes out as zeros, unresampled)."""
