@@ -76,14 +76,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_CACHE_BYTES = 128 * 1024 * 1024
 #: LanceDB index cache bound of a store's main connection (writes, index maintenance, reads other
 #: than search). LanceDB caches the index list of every table version it opens there, and every
-#: commit is a new version; entries of ≈ 0.4 KB (≈ 1.3 KB of heap) that only a full cache evicts
-#: grew a light camera's memory by ≈ 15 MB per hour of an accelerated stream with 128 MB.
+#: commit is a new version: small entries that only a full cache evicts, so the bound is what a
+#: stream's writes add to the heap.
 WRITE_INDEX_CACHE_BYTES = 4 * 1024 * 1024
 #: LanceDB metadata cache bound of the search connection (at most half of ``cache_bytes``)
 METADATA_CACHE_BYTES = 16 * 1024 * 1024
 #: ... and of the main connection, whose reads are mostly of the versions it just wrote: each
-#: commit's transaction and each new data file's metadata are entries of their own (two stores,
-#: the engine's and the semantic runner's, held ≈ 30 MB less with 4 MB than with 16)
+#: commit's transaction and each new data file's metadata are entries of their own (a process has
+#: two such stores, the engine's and the semantic runner's)
 WRITE_METADATA_CACHE_BYTES = 4 * 1024 * 1024
 
 #: texts whose vectors the store keeps for reuse (entity texts repeat segment after segment)

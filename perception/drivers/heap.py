@@ -31,8 +31,8 @@ ARENAS = 2
 #: allocations from this size get a mapping of their own, returned to the system when freed
 MMAP_THRESHOLD = 128 * 1024
 _M_ARENA_MAX, _M_MMAP_THRESHOLD = -8, -3  # mallopt parameters (malloc.h)
-#: seconds between two trims at most. A trim costs 1-3 ms; between trims every 50 segments, 10-12 MB
-#: of freed pages were often still resident when a long stream's memory was read.
+#: seconds between two trims at most: a trim costs 1-3 ms, and the pages freed since the last one
+#: stay resident until it runs (up to ~12 MB on a light stream).
 TRIM_EVERY_S = 10.0
 _last_trim = [0.0]
 _trim_lock = threading.Lock()
