@@ -316,8 +316,8 @@ class Retriever:
         return "" if self._single_user(level) else f"user_id = {sql_literal(self.store.user_id)}"
 
     def _async_table(self, name: str) -> AsyncTable:
-        """The native async handle behind the store's table (same connection, caches and read consistency)."""
-        inner = getattr(self.store._table(name), "_table", None)
+        """The native async handle behind the store's search table (see ``MemoryStore._search_table``)."""
+        inner = getattr(self.store._search_table(name), "_table", None)
         if not isinstance(inner, AsyncTable):
             raise MemoryStoreError(f"this lancedb ({lancedb.__version__}) does not expose the async table behind "
                                    "a table handle; install a lancedb version within pyproject.toml's range")

@@ -70,12 +70,21 @@ from .search import SearchMode, sql_in, sql_literal
 
 logger = logging.getLogger(__name__)
 
-#: LanceDB index cache bound per store: the search indexes of a million traces (IVF_PQ ≈ 29 MB,
-#: full-text ≈ 21 MB, scalar ones) fit, so a search does not read and decode evicted index pages
-#: again (at 32 MB each IVF_PQ query cost 8 ms of CPU instead of 5).
+#: LanceDB index cache bound of a store's search connection: the search indexes of a million traces
+#: (IVF_PQ ≈ 29 MB, full-text ≈ 21 MB, scalar ones) fit, so a search does not read and decode evicted
+#: index pages again (at 32 MB each IVF_PQ query cost 8 ms of CPU instead of 5).
 DEFAULT_CACHE_BYTES = 128 * 1024 * 1024
-#: LanceDB metadata cache bound per store (at most half the index cache).
+#: LanceDB index cache bound of a store's main connection (writes, index maintenance, reads other
+#: than search). LanceDB caches the index list of every table version it opens there, and every
+#: commit is a new version: small entries that only a full cache evicts, so the bound is what a
+#: stream's writes add to the heap.
+WRITE_INDEX_CACHE_BYTES = 4 * 1024 * 1024
+#: LanceDB metadata cache bound of the search connection (at most half of ``cache_bytes``)
 METADATA_CACHE_BYTES = 16 * 1024 * 1024
+#: ... and of the main connection, whose reads are mostly of the versions it just wrote: each
+#: commit's transaction and each new data file's metadata are entries of their own (a process has
+#: two such stores, the engine's and the semantic runner's)
+WRITE_METADATA_CACHE_BYTES = 4 * 1024 * 1024
 
 #: worker threads of LanceDB's runtime (tokio), unless ``TOKIO_WORKER_THREADS`` is set: its queries are
 #: short chains of small tasks, and with a worker per core every hand-over woke an idle worker to
@@ -191,6 +200,9 @@ class MemoryStore:
         self.cache_bytes = cache_bytes
         self._db: lancedb.DBConnection | None = None
         self._tables: dict[str, lancedb.table.Table] = {}
+        self._search_db: lancedb.DBConnection | None = None  # opened by the first search
+        self._search_tables: dict[str, lancedb.table.Table] = {}
+        self._search_lock = threading.Lock()
         self._writes_since_optimize = 0
         self._dirty: set[str] = set()
         self._schemas: dict[str, pa.Schema] = {}
@@ -217,11 +229,9 @@ class MemoryStore:
         os.environ.setdefault("TOKIO_WORKER_THREADS", TOKIO_WORKERS)
         # Bounded caches: every write makes a new table version, and LanceDB's default caches keep
         # their metadata and index pages without a practical limit, so a long stream's memory grew
-        # with its length. Capped, memory stays flat once the caches are full.
-        session = lancedb.Session(index_cache_size_bytes=self.cache_bytes,
-                                  metadata_cache_size_bytes=min(self.cache_bytes // 2, METADATA_CACHE_BYTES))
-        db = lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0), session=session,
-                             storage_options=self.storage_options or None)
+        # with its length. Capped, memory stays flat once the caches are full; the big index cache
+        # searches want is on a connection of their own, which sees new versions only when it searches.
+        db = self._connect(min(self.cache_bytes, WRITE_INDEX_CACHE_BYTES), WRITE_METADATA_CACHE_BYTES)
         existing = set(db.list_tables().tables)
         meta = db.create_table(META_TABLE, schema=meta_schema(), exist_ok=True)
         values = {r["key"]: r["value"] for r in meta.search().limit(None).to_list()}
@@ -254,6 +264,12 @@ class MemoryStore:
                     self.embedder.name, self.embedder.dim, self.user_id)
         return self
 
+    def _connect(self, index_cache_bytes: int, metadata_cache_bytes: int) -> lancedb.DBConnection:
+        session = lancedb.Session(index_cache_size_bytes=index_cache_bytes,
+                                  metadata_cache_size_bytes=min(self.cache_bytes // 2, metadata_cache_bytes))
+        return lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0), session=session,
+                               storage_options=self.storage_options or None)
+
     def close(self) -> None:
         """Fold pending writes into the indices and drop the connection."""
         if self._db is None:
@@ -268,6 +284,8 @@ class MemoryStore:
             self.optimize()
         self._tables = {}
         self._db = None
+        with self._search_lock:
+            self._search_tables, self._search_db = {}, None
 
     def __enter__(self) -> MemoryStore:
         return self.open()
@@ -293,6 +311,18 @@ class MemoryStore:
         if self._db is None:
             raise MemoryStoreError("the memory store is not open; call MemoryStore.open() or use `with store:`")
         return self._tables[name]
+
+    def _search_table(self, name: str) -> lancedb.table.Table:
+        """Table ``name`` on the search connection (its own index cache of ``cache_bytes``; same
+        read consistency: a search sees every committed write)."""
+        self._table(name)  # the store is open and knows the table
+        with self._search_lock:
+            table = self._search_tables.get(name)
+            if table is None:
+                if self._search_db is None:
+                    self._search_db = self._connect(self.cache_bytes, METADATA_CACHE_BYTES)
+                table = self._search_tables[name] = self._search_db.open_table(name)
+            return table
 
     def optimize(self) -> None:
         """Compact the tables written since the last pass and fold new rows into their indices."""

@@ -70,9 +70,6 @@ TURN_GAP_S = 3.0
 
 logger = logging.getLogger(__name__)
 
-#: segments between two hand-backs of freed native memory (:func:`perception.drivers.heap.trim`, ~1 ms)
-TRIM_EVERY = 50
-
 #: ``progress(done_s, total_s, segments_done)``, called after each segment.
 ProgressCallback = Callable[[float, float, int], None]
 
@@ -231,8 +228,7 @@ def ingest_file(
             if on_segment is not None:
                 on_segment(write)
             written += 1
-            if written % TRIM_EVERY == 0:
-                heap.trim()
+            heap.trim_due()
             if progress is not None:
                 progress(max(0.0, segment.t_end - info.start_s), info.duration_s, segment.index + 1)
     finally:
@@ -311,8 +307,7 @@ def ingest_live(
         if voice is not None:
             voice.trim_before(seg.t_end - 1.0)
         written += 1
-        if written % TRIM_EVERY == 0:
-            heap.trim()
+        heap.trim_due()
 
     def ready(seg: Segment) -> bool:
         return not heard or buffer.end_t >= seg.t_end or gateway.now_t() - seg.t_end > audio_wait_s

@@ -145,6 +145,8 @@ class Source:
     options: dict[str, Any] = field(default_factory=dict)
     #: packets skipped because they did not decode (across reconnects)
     bad_packets: int = field(default=0, compare=False)
+    #: audio packets of digital silence passed on as zeros without decoding (see ``_AudioChunker``)
+    silent_packets: int = field(default=0, compare=False)
     #: a file whose reading broke off before its end (a truncated download or recording)
     truncated: bool = field(default=False, compare=False)
     #: decode only key frames (set by the gateway during a long static, silent stretch)
@@ -268,6 +270,11 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
             skipping = (source.keyframes_only or skipping) and not packet.is_keyframe
             if skipping:
                 continue
+        elif chunks is not None and chunks.repeats_silence(packet):
+            source.silent_packets += 1
+            if chunks.ready:
+                yield from chunks.flush()
+            continue
         try:
             frames = packet.decode()  # every packet, even without a timestamp (live IDR)
         except av.error.FFmpegError as exc:
@@ -288,6 +295,7 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
                 decoded += 1
                 yield VideoIn(None if frame.time is None else float(frame.time), frame)
         elif chunks is not None:
+            chunks.decoded(packet, frames)
             for frame in frames:
                 if chunks.add(frame):
                     yield from chunks.flush()
@@ -315,6 +323,8 @@ def _drain(vs: Any, time_base: Any) -> list[Any]:
 
 #: seconds of decoded audio resampled and handed on at once
 AUDIO_CHUNK_S = 0.5
+#: seconds of skipped digital silence handed on at once (any sound, or a video frame, hands it on sooner)
+SILENT_CHUNK_S = 2.0
 _FLOAT_FORMATS = frozenset({"flt", "fltp", "dbl", "dblp"})
 
 
@@ -327,33 +337,81 @@ class _AudioChunker:
     (the live driver's speech state at a frame is what it was): chunks are as long as the gap
     between decoded video frames, a whole :data:`AUDIO_CHUNK_S` while only key frames are decoded.
     The resampler is a stream filter, so the samples are the same however the input is chunked.
+
+    Digital silence (a muted microphone, a camera that sends a silent track) is encoded as the same
+    few bytes packet after packet. Once a packet has decoded to silence twice in a row from a silent
+    decoder, its repeats are not decoded (:meth:`repeats_silence`): a decoder fed only silence stays
+    silent, so their samples are queued as zeros. The first packet that differs is decoded as usual.
     """
 
     def __init__(self) -> None:
         self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         self._fifo = av.AudioFifo()
-        self._held: Any = None  # a frame in another format than the fifo's, queued once it is flushed
+        self._held: Any = None  # a frame queued once what came before it is flushed
+        self._reset = False  # the held frame changes format, layout or rate: a fresh fifo and resampler
         self._t: float | None = None  # stream time of the fifo's first sample
+        self._last: bytes | None = None  # payload of the last packet decoded
+        self._last_silent = False  # ... and whether it decoded to digital silence
+        self._silence: tuple[bytes, int, int] | None = None  # (payload, samples, rate) of a silent repeat
+        self._quiet = 0  # samples of skipped silent packets queued after the fifo's
+        self._quiet_t: float | None = None  # stream time of the first of them
+        self._quiet_rate = SAMPLE_RATE
 
     def add(self, frame: Any) -> bool:
         """Queue one decoded frame; True when a chunk is ready (:meth:`flush` it)."""
+        if self._quiet:  # skipped silence comes first: hand it on, then this frame
+            self._held, self._reset = frame, False
+            return True
         if not self._fifo.samples:
             self._t = None if frame.time is None else float(frame.time)
         pts, frame.pts = frame.pts, None  # the fifo checks continuity of timestamps; times are kept here
         try:
             self._fifo.write(frame)
         except ValueError:  # the format, layout or rate changed: flush what came before, then start afresh
-            frame.pts, self._held = pts, frame
+            frame.pts, self._held, self._reset = pts, frame, True
             return True
         return self._fifo.samples >= AUDIO_CHUNK_S * frame.sample_rate
+
+    def decoded(self, packet: Any, frames: list[Any]) -> None:
+        """Note what ``packet`` decoded to (whether its repeats may be skipped as silence)."""
+        payload = bytes(packet)
+        if payload != self._last:
+            self._last, self._last_silent, self._silence = payload, False, None
+            return
+        silent = bool(frames) and all(f.format.name in _FLOAT_FORMATS and float(np.abs(f.to_ndarray()).max())
+                                      < DIGITAL_SILENCE for f in frames)
+        if silent and self._last_silent:
+            self._silence = (payload, sum(f.samples for f in frames), frames[0].sample_rate)
+        self._last_silent = silent
+
+    def repeats_silence(self, packet: Any) -> bool:
+        """Whether ``packet`` repeats the known silent one; if so its samples are queued (not decoded)."""
+        if self._silence is None or packet.size != len(self._silence[0]) or bytes(packet) != self._silence[0]:
+            return False
+        _, samples, rate = self._silence
+        if not self._quiet:
+            self._quiet_t = None if packet.pts is None or packet.time_base is None else float(
+                packet.pts * packet.time_base)
+            self._quiet_rate = rate
+        self._quiet += samples
+        return True
+
+    @property
+    def ready(self) -> bool:
+        """Enough skipped silence is queued for a chunk."""
+        return self._quiet >= SILENT_CHUNK_S * self._quiet_rate
 
     def flush(self) -> Iterator[AudioIn]:
         """Resample and yield whatever is queued (digital silence comes out as zeros, unresampled)."""
         yield from self._flush()
+        if self._quiet:
+            yield AudioIn(self._quiet_t, np.zeros(round(self._quiet * SAMPLE_RATE / self._quiet_rate), np.float32))
+            self._quiet = 0
         if self._held is not None:
             frame, self._held = self._held, None
-            self._fifo = av.AudioFifo()
-            self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+            if self._reset:
+                self._fifo = av.AudioFifo()
+                self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
             self.add(frame)
 
     def _flush(self) -> Iterator[AudioIn]:

@@ -125,3 +125,29 @@ def test_a_still_stream_decodes_key_frames_only_and_wakes_at_the_key_frame_that_
     assert len([t for t in times if t < 3.0]) == 12  # every 4 fps slot before it went still
     assert 20.0 in times  # the key frame that shows the change, at its own time
     assert len([t for t in times if 21.0 <= t < 23.0]) == 8  # every slot again from the next key frame
+
+
+def test_repeated_packets_of_digital_silence_are_passed_on_as_zeros_without_decoding(tmp_path: Path) -> None:
+    """A muted stretch encodes to the same packet over and over: its repeats are not decoded, yet the
+    audio handed on is the stream's own (silence as zeros, then the speech at its time, sample-exact)."""
+    from perception.media.audio import SAMPLE_RATE, decode_audio
+    from tests.media import write_av
+
+    speech = decode_audio(Path(__file__).resolve().parents[1] / "data" / "jfk.flac", 0.0, 3.0)
+    gap = np.zeros(6 * SAMPLE_RATE, np.float32)
+    audio = np.concatenate([gap, speech, gap, speech[:SAMPLE_RATE]])
+    picture = np.full((120, 160, 3), 90, np.uint8)
+    clip = write_av(tmp_path / "muted.mp4", [picture] * int(len(audio) / SAMPLE_RATE * 10), audio, 10, SAMPLE_RATE)
+    source = AVSource(uri=str(clip), kind="file", live=False)
+    chunks = [i for i in Gateway(source, 4.0).start().items() if isinstance(i, AudioChunk)]
+
+    reference = decode_audio(clip)
+    heard = np.concatenate([c.pcm for c in chunks])
+    assert abs(len(heard) - len(reference)) <= 2 * 1024  # every packet's samples, decoded or not
+    assert source.silent_packets > 0.8 * 12 * SAMPLE_RATE / 1024  # most of the 12 s of silence was not decoded
+    for c in chunks:  # each chunk sits at its stream time, with the samples decoding gives there
+        start = round(c.t * SAMPLE_RATE)
+        ref = reference[start:start + len(c.pcm)]
+        assert np.abs(c.pcm[:len(ref)] - ref).max() < 0.02, c.t
+    loud = [c.t for c in chunks if np.abs(c.pcm).max() > 0.05]
+    assert 6.0 <= loud[0] <= 6.5 and any(15.0 <= t <= 15.5 for t in loud)  # the speech, where it was said
