@@ -108,7 +108,8 @@ def trace_text(trace: Trace) -> str:
     """The searchable text of a trace: summary, quotes, transcript, OCR and objects.
 
     Each piece of speech appears once (the summary already quotes the segment's words, speaker-labelled):
-    the meaning model reads 128 tokens, and repeats would push the rest of a long sentence out of them.
+    repeats cost embedding time and, past the meaning model's 256 tokens, push the end of a long
+    sentence out of what it reads.
     """
     parts = [trace.summary]
     said = _SPEAKER.sub("", trace.summary)
