@@ -51,7 +51,6 @@ TEXT_WORDS = frozenset("read sign signs written writing label poster banner text
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 _NUMBERS = {"no": 0, "zero": 0, "one": 1, "a": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5,
             "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "both": 2, "couple": 2, "pair": 2}
-_COUNT_WORDS = "a|one|two|three|four|five|six|seven|eight|nine|ten"
 #: hours of a day's periods (past 24 = early next morning); "night" runs from the evening on
 _PERIODS = {"morning": (5, 12), "afternoon": (12, 17), "evening": (17, 22), "night": (18, 30), "noon": (11, 14),
             "midnight": (23, 25), "tonight": (17, 29)}
@@ -317,7 +316,9 @@ def _month_day(m: re.Match[str], today: date) -> date | None:
         return None
 
 
-_HOURS = {w: str(n) for n, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+_HOURS = {w: d for w, d in _DIGITS.items() if 1 <= int(d) <= 12}
+#: how many days back ("a day ago", "three days ago"): number words up to ten
+_COUNT_WORDS = "|".join(["a", *(w for w, d in _DIGITS.items() if 1 <= int(d) <= 10)])
 _HOUR_WORD = re.compile(rf" (at|around|about|after|before|since|until|till) ({'|'.join(_HOURS)})(?= )"
                         rf"| ({'|'.join(_HOURS)})(?= (?:oclock|am|pm|a m|p m) )")
 
@@ -342,7 +343,7 @@ def _resolve_time(cut: _Cutter, now: datetime, tz: ZoneInfo | None, out: Underst
         back = (today.weekday() - wd) % 7 or (7 if "last" in m.group(0) else 0)
         day, label = today - timedelta(days=back), [m.group(0).strip()]
     elif m := cut.take(rf" (\d+|{_COUNT_WORDS}) days? ago "):
-        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)]
+        n = int(m.group(1)) if m.group(1).isdigit() else int(_DIGITS.get(m.group(1), "1"))
         day, label = today - timedelta(days=n), [m.group(0).strip()]
     elif m := cut.take(r" (\d{4})[ ](\d{1,2})[ ](\d{1,2}) "):
         try:

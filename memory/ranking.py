@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-
 from .models import Match
 from .query import Understood, content_terms, stem, words
 

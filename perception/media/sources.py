@@ -378,8 +378,7 @@ class _AudioChunker:
         if payload != self._last:
             self._last, self._last_silent, self._silence = payload, False, None
             return
-        silent = bool(frames) and all(f.format.name in _FLOAT_FORMATS and float(np.abs(f.to_ndarray()).max())
-                                      < DIGITAL_SILENCE for f in frames)
+        silent = bool(frames) and all(_digital_silence(f) for f in frames)
         if silent and self._last_silent:
             self._silence = (payload, sum(f.samples for f in frames), frames[0].sample_rate)
         self._last_silent = silent
@@ -419,12 +418,17 @@ class _AudioChunker:
         if queued is None:
             return
         t = self._t
-        if queued.format.name in _FLOAT_FORMATS and float(np.abs(queued.to_ndarray()).max()) < DIGITAL_SILENCE:
+        if _digital_silence(queued):
             yield AudioIn(t, np.zeros(round(queued.samples * SAMPLE_RATE / queued.sample_rate), np.float32))
             return
         for out in self._resampler.resample(queued):
             yield AudioIn(t, out.to_ndarray().reshape(-1).astype(np.float32, copy=False))
             t = None if t is None else t + out.samples / SAMPLE_RATE
+
+
+def _digital_silence(frame: Any) -> bool:
+    """Whether a decoded float audio frame holds only digital silence."""
+    return frame.format.name in _FLOAT_FORMATS and float(np.abs(frame.to_ndarray()).max()) < DIGITAL_SILENCE
 
 
 class ImageFolderSource(Source):
