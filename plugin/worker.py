@@ -149,8 +149,9 @@ class _Runner:
         if self.source.kind == "file":
             stats["progress_s"] = round(self.progress_s, 2)
         error = self.error or (stats.get("last_error") if stats.get("state") == "reconnecting" else None)
+        state = "stopping" if self.stop.is_set() and self.thread.is_alive() else self.state
         return CaptureInfo(camera_id=self.camera_id, source=self.source.key, kind=self.source.kind,
-                           live=self.source.live, state=self.state, started_at=self.started_at,
+                           live=self.source.live, state=state, started_at=self.started_at,
                            segments_written=self.written, error=error, stats=stats)
 
 
@@ -216,8 +217,12 @@ class Worker:
             stream.close()
         raise SourceError(f"{source.key!r} delivered no video frame; check that it is a video source", source.key)
 
-    def stop_capture(self, camera_id: str, timeout: float = 30.0) -> CaptureInfo:
-        """Stop a capture gracefully and wait for it.
+    def stop_capture(self, camera_id: str, timeout: float = 10.0) -> CaptureInfo:
+        """Stop a capture gracefully, waiting up to ``timeout`` seconds for it.
+
+        The segment in progress is finished first; when that takes longer than ``timeout`` (a
+        cold model load, a long speech turn) the returned state is ``stopping`` and the capture
+        stops in the background.
 
         Raises:
             KeyError: no capture with that camera id.

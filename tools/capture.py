@@ -32,7 +32,7 @@ class CaptureState(BaseModel):
     source: str
     kind: str = Field(description="file, images, rtsp, http, v4l2 or phone")
     live: bool
-    state: str = Field(description="starting, running, reconnecting, done, stopped or failed")
+    state: str = Field(description="starting, running, reconnecting, stopping, done, stopped or failed")
     started_at: float = Field(description="epoch seconds")
     segments_written: int
     error: str | None = None
@@ -109,11 +109,15 @@ def register(server: MCPServer[Any]) -> None:
         camera_id: Annotated[str, Field(description="camera id from capture_start / capture_status")],
         ctx: Context[Any],
     ) -> Annotated[CallToolResult, CaptureState]:
-        """Stop a capture; the segment in progress is finished (or dropped if too short) first."""
+        """Stop a capture; the segment in progress is finished (or dropped if too short) first.
+
+        Waits up to 10 s; state "stopping" means it is still finishing that segment (capture_status shows when
+        it has stopped)."""
         with tool_errors("capture_stop"):
             info = _worker(ctx).stop_capture(camera_id)
         state = CaptureState(**asdict(info))
-        return structured(state, f"capture stopped — {_line(state)}")
+        verb = "stopping (finishing its segment in progress)" if state.state == "stopping" else "stopped"
+        return structured(state, f"capture {verb} — {_line(state)}")
 
     def capture_status(
         ctx: Context[Any],

@@ -152,8 +152,9 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
             return refusal
         camera = request.path_params["camera"]
         try:
-            await anyio.to_thread.run_sync(lambda: engine.worker.stop_capture(camera))
-            note, error = f"stopped {camera}", False
+            info = await anyio.to_thread.run_sync(lambda: engine.worker.stop_capture(camera))
+            note, error = (f"stopping {camera}: finishing its segment in progress" if info.state == "stopping"
+                           else f"stopped {camera}"), False
         except KeyError:
             note, error = f"no capture named {camera}", True
         data = await anyio.to_thread.run_sync(lambda: views.sources_page(engine, full=False))

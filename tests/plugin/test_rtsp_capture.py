@@ -104,7 +104,7 @@ def test_rtsp_capture_writes_segments_survives_a_server_restart_and_never_stores
             wait_for(lambda: "rule_source_online" in sent(), 30, "the capture coming back after the server restarted")
             wait_for(lambda: (store.resume_point(key) or 0) >= before + 2, 30, "segments after the reconnect")
             assert worker.status("door")[0].stats["reconnects"] >= 1
-            stopped = worker.stop_capture("door")
+            stopped = worker.stop_capture("door", timeout=60)
             assert stopped.state == "stopped"
         finally:
             worker.stop()

@@ -119,3 +119,28 @@ def test_an_image_folder_is_ingested_as_a_finite_source(tmp_path: Path) -> None:
         traces = store.timeline(source=str(folder.resolve()))
         assert [(t.t_start, t.t_end) for t in traces] == [(0.0, 2.0), (2.0, 4.0), (4.0, 4.0)]
         assert store.ingest_state(str(folder.resolve())).done  # type: ignore[union-attr]
+
+
+def test_a_stop_that_cannot_wait_reports_stopping_and_a_restart_finishes_the_file_exactly_once(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "yard.mp4", seconds=6.0, shot_s=0.75)
+    with engine_for(tmp_path, perception=LIGHT) as engine:
+        store, worker = engine.store, engine.worker
+        try:
+            worker.start_capture(str(clip), "yard")
+            stopping = worker.stop_capture("yard", timeout=0.0)
+            assert stopping.state == "stopping"  # still finishing its segment in progress
+            deadline = time.monotonic() + 60
+            while not worker.idle() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            stopped = worker.status("yard")[0]
+            assert stopped.state == "stopped", stopped
+            state = store.ingest_state(str(clip.resolve()))
+            assert state is None or not state.done
+            worker.start_capture(str(clip), "yard")
+            deadline = time.monotonic() + 60
+            while not worker.idle() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert worker.status("yard")[0].state == "done"
+        finally:
+            worker.stop()
+        _contiguous(store, str(clip.resolve()), 6.0)
