@@ -2,11 +2,13 @@
 
 DESIGN §6, in code:
 
-* **When.** :meth:`ConsolidationEngine.note_segment` keeps a persistent per-user, per-entity counter
-  in the ``semantic_state`` table (``observed`` = the entity's sightings, ``consolidated_at`` = the
-  sightings at its last run). Every ``every_n`` (N = 5) new observations the entity is due. The
-  counter is derived from the stored sightings, so a segment re-committed after a crash never
-  counts twice, and a dropped notification only delays the run to the entity's next commit.
+* **When.** An entity is due every ``every_n`` (N = 5) new observations: when its sightings (the
+  count :meth:`~memory.store.MemoryStore.write_segment` makes from the stored observations) are N past
+  ``consolidated_at``, the sightings at its last run, kept per user and entity in the ``semantic_state``
+  table. :meth:`ConsolidationEngine.note_segment` only reads: the row is written when the entity is
+  consolidated (a commit per segment cost more than the rest of the check). The counter is derived
+  from the stored sightings, so a segment re-committed after a crash never counts twice, and a
+  dropped notification only delays the run to the entity's next commit.
 * **What is read.** The entity's prior observations (newest first, at most ``history_limit``),
   the traces behind them and its active facts. The current segment is excluded as
   self-evidence; without any prior observation the run is skipped (and counted as skipped).
@@ -42,6 +44,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .errors import NotFoundError
 from .models import Entity, Fact, Observation, SegmentWrite, Trace, stable_id
 from .store import MemoryStore
 
@@ -306,19 +309,31 @@ class ConsolidationEngine:
             base.update({k: v for k, v in rows[0].items() if v is not None})
         return base
 
+    def _sightings(self, entity_id: str) -> int:
+        try:
+            return self.store.get_entity(entity_id).sightings
+        except NotFoundError:
+            return 0
+
     def counters(self, entity_id: str) -> dict[str, object]:
-        """The persistent counter row of ``entity_id`` (zeros when it was never counted)."""
-        return self._state(entity_id)
+        """The counter row of ``entity_id`` (zeros when it was never counted); ``observed`` is the
+        entity's sightings now, never below the count recorded at its last run."""
+        state = self._state(entity_id)
+        state["observed"] = max(int(state["observed"]), self._sightings(entity_id))  # type: ignore[call-overload]
+        return state
 
     def note_segment(self, seg: SegmentWrite) -> list[str]:
-        """Count a committed segment's observations; return the entity ids now due for consolidation."""
+        """The entity ids a committed segment makes due for consolidation (nothing is written).
+
+        Sightings come from the segment's entities as ``write_segment`` counted them, else from the store.
+        """
+        counted = {e.id: e.sightings for e in seg.entities}
         due: list[str] = []
         for entity_id in dict.fromkeys(o.entity_id for o in seg.observations):
-            sightings = self.store.get_entity(entity_id).sightings
+            sightings = counted[entity_id] if entity_id in counted else self._sightings(entity_id)
             state = self._state(entity_id)
-            state["observed"] = max(int(state["observed"]), sightings)  # type: ignore[call-overload]
-            self.store.upsert_rows(STATE_TABLE, [state])
-            if int(state["observed"]) - int(state["consolidated_at"]) >= self.settings.every_n:  # type: ignore[call-overload]
+            observed = max(int(state["observed"]), sightings)  # type: ignore[call-overload]
+            if observed - int(state["consolidated_at"]) >= self.settings.every_n:  # type: ignore[call-overload]
                 due.append(entity_id)
         return due
 

@@ -504,8 +504,10 @@ class MemoryStore:
             self._delete_stale("observations", seg, [o.id for o in seg.observations])
         # Sightings are counted from the observations just written, not carried forward by the
         # caller, so re-running a segment after a crash can never count it twice.
-        ent_rows = [{**e.model_dump(), "sightings": self._sightings(e.id), "text": texts[1 + n_obs + i],
-                     "vector": vectors[1 + n_obs + i]} for i, e in enumerate(seg.entities)]
+        # The segment's entities leave with the counts written, for the post-commit hooks (semantic memory).
+        seg.entities = [e.model_copy(update={"sightings": self._sightings(e.id)}) for e in seg.entities]
+        ent_rows = [{**e.model_dump(), "text": texts[1 + n_obs + i], "vector": vectors[1 + n_obs + i]}
+                    for i, e in enumerate(seg.entities)]
         self._upsert("entities", ent_rows)
         self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
         self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
@@ -544,8 +546,21 @@ class MemoryStore:
             self._written(name)
 
     def _write_state(self, state: IngestState) -> None:
+        """Write the resume record of ``state.source`` (one commit).
+
+        A record this process has read or written is updated in place: an update of one row costs
+        about half a merge-insert, which joins the new row against the table. Should the row be gone
+        (another process reset the source), it is inserted.
+        """
+        row_id = stable_id("ing_", self.user_id, state.source)
+        known = state.source in self._states
         self._states[state.source] = state
-        self._upsert("ingest_log", [{**state.model_dump(), "id": stable_id("ing_", self.user_id, state.source)}])
+        if known:
+            where = f"user_id = {sql_literal(self.user_id)} AND id = {sql_literal(row_id)}"
+            if self._table("ingest_log").update(where=where, values=state.model_dump()).rows_updated:
+                self._written("ingest_log")
+                return
+        self._upsert("ingest_log", [{**state.model_dump(), "id": row_id}])
 
     def upsert_entity(self, entity: Entity) -> None:
         """Insert or replace one entity (the caller sends the full updated record)."""
