@@ -94,6 +94,8 @@ TOKIO_WORKERS = "1"
 
 #: texts whose vectors the store keeps for reuse (entity texts repeat segment after segment)
 EMBED_CACHE = 2048
+#: entities whose observation counts the store keeps between segments
+SEEN_ENTITIES = 4096
 #: write operations between two ``optimize()`` passes over the tables written.
 OPTIMIZE_EVERY = 50
 
@@ -211,6 +213,9 @@ class MemoryStore:
         #: is its only writer of ingest_log), and the lowest segment index no earlier run can have rows for
         self._states: dict[str, IngestState] = {}
         self._fresh_from: dict[str, int] = {}
+        #: observation rows per entity as of version ``_seen_version`` of the observations table (see _sightings)
+        self._seen: dict[str, int] = {}
+        self._seen_version: int | None = None
         self.auto_index = auto_index and maintain
         self.index_policy = index_policy or IndexPolicy()
         self._maintainer: IndexMaintainer | None = None
@@ -367,11 +372,13 @@ class MemoryStore:
          .execute(self._rows(name, records)))
         self._written(name)
 
-    def _append(self, name: str, records: Sequence[dict[str, Any]]) -> None:
+    def _append(self, name: str, records: Sequence[dict[str, Any]]) -> int | None:
+        """Append rows; returns the table version committed (None when there was nothing to write)."""
         if not records:
-            return
-        self._table(name).add(self._rows(name, records))
+            return None
+        version = int(self._table(name).add(self._rows(name, records)).version)
         self._written(name)
+        return version
 
     def _written(self, name: str) -> None:
         self._dirty.add(name)
@@ -499,13 +506,16 @@ class MemoryStore:
         # an upsert joins against every stored id (the cost of a segment grew with the stream).
         put = self._upsert if rewrite else self._append
         put("traces", [trace_row])
-        put("observations", obs_rows)
+        counted = False
         if rewrite:
+            self._upsert("observations", obs_rows)
             self._delete_stale("observations", seg, [o.id for o in seg.observations])
+        elif obs_rows:
+            counted = self._count_appended(obs_rows, self._append("observations", obs_rows))
         # Sightings are counted from the observations just written, not carried forward by the
-        # caller, so re-running a segment after a crash can never count it twice.
-        # The segment's entities leave with the counts written, for the post-commit hooks (semantic memory).
-        seg.entities = [e.model_copy(update={"sightings": self._sightings(e.id)}) for e in seg.entities]
+        # caller, so re-running a segment after a crash can never count it twice. The segment's
+        # entities leave with the counts written, for the post-commit hooks (semantic memory).
+        seg.entities = [e.model_copy(update={"sightings": self._sightings(e.id, counted)}) for e in seg.entities]
         ent_rows = [{**e.model_dump(), "text": texts[1 + n_obs + i], "vector": vectors[1 + n_obs + i]}
                     for i, e in enumerate(seg.entities)]
         self._upsert("entities", ent_rows)
@@ -530,9 +540,35 @@ class MemoryStore:
         logger.debug("wrote segment %s#%d (%d observations, %d keyframes)", seg.source, seg.segment_index,
                      n_obs, len(seg.keyframes))
 
-    def _sightings(self, entity_id: str) -> int:
-        """Segments in which ``entity_id`` has an observation."""
-        return self._table("observations").count_rows(self._user_where(f"entity_id = {sql_literal(entity_id)}"))
+    def _count_appended(self, rows: Sequence[dict[str, Any]], version: int | None) -> bool:
+        """Add appended observation rows to the per-entity counts; False when the counts were dropped.
+
+        The counts stay valid only while this process made every commit to the table since they
+        were taken (the version advanced by exactly this append); any other commit (another writer,
+        an identity edit, a compaction) drops them and they are counted again.
+        """
+        if version is None or self._seen_version is None or version != self._seen_version + 1 \
+                or len(self._seen) > SEEN_ENTITIES:
+            self._seen.clear()
+        else:
+            for row in rows:
+                if row["entity_id"] in self._seen:
+                    self._seen[row["entity_id"]] += 1
+        self._seen_version = version
+        return version is not None
+
+    def _sightings(self, entity_id: str, counted: bool = False) -> int:
+        """Segments in which ``entity_id`` has an observation.
+
+        ``counted``: this segment's observations were just appended and added to the kept counts,
+        which then stand in for a scan of the table (whose cost grows with the stream).
+        """
+        if counted and entity_id in self._seen:
+            return self._seen[entity_id]
+        n = self._table("observations").count_rows(self._user_where(f"entity_id = {sql_literal(entity_id)}"))
+        if counted:
+            self._seen[entity_id] = n
+        return n
 
     def _delete_stale(self, name: str, seg: SegmentWrite, keep: list[str]) -> None:
         """Delete rows of this segment that a re-run no longer produces."""

@@ -16,6 +16,7 @@ from memory import (
     MemoryStoreError,
     NotFoundError,
     SchemaVersionError,
+    SegmentWrite,
 )
 from memory.schema import META_TABLE, SCHEMA_VERSION
 
@@ -242,3 +243,27 @@ def test_rewriting_a_segment_after_a_crash_never_counts_a_sighting_twice(store: 
     assert store.get_entity("person_0001").sightings == 1
     store.write_segment(make_segment(1, entity_ids=["person_0001"]).model_copy(update={"entities": [alice]}))
     assert store.get_entity("person_0001").sightings == 2
+
+
+def test_sightings_count_observations_another_writer_and_deletes_added_between_segments(tmp_path: Path) -> None:
+    alice = Entity(id="person_0001", kind="person")
+
+    def seg(index: int, source: str = SOURCE) -> SegmentWrite:
+        return make_segment(index, source=source, entity_ids=["person_0001"]).model_copy(update={"entities": [alice]})
+
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(64), auto_index=False) as store, \
+            MemoryStore(str(tmp_path / "m"), HashEmbedder(64), auto_index=False) as other:
+        counted = []
+        for index in range(3):
+            write = seg(index)
+            store.write_segment(write)
+            counted.append(write.entities[0].sightings)  # the write hands the count to post-commit hooks
+        assert counted == [1, 2, 3]
+        other.write_segment(seg(0, source="/videos/porch.mp4"))  # another process sees Alice elsewhere
+        store.write_segment(seg(3))
+        assert store.get_entity("person_0001").sightings == 5
+        other.delete_rows("observations", f"source = '{SOURCE}' AND segment_index = 0")
+        store.write_segment(seg(4))
+        assert store.get_entity("person_0001").sightings == 5
+        store.write_segment(seg(5))
+        assert store.get_entity("person_0001").sightings == 6
