@@ -584,8 +584,8 @@ class MemoryStore:
     def _write_state(self, state: IngestState) -> None:
         """Write the resume record of ``state.source`` (one commit).
 
-        A record this process has read or written is updated in place: an update of one row costs
-        about half a merge-insert, which joins the new row against the table. Should the row be gone
+        A record this process has written before is updated in place: an update of one row costs
+        about a third less CPU than a merge-insert, which joins the new row against the table. Should the row be gone
         (another process reset the source), it is inserted.
         """
         row_id = stable_id("ing_", self.user_id, state.source)
