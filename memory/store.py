@@ -585,8 +585,8 @@ class MemoryStore:
         """Write the resume record of ``state.source`` (one commit).
 
         A record this process has written before is updated in place: an update of one row costs
-        about a third less CPU than a merge-insert, which joins the new row against the table. Should the row be gone
-        (another process reset the source), it is inserted.
+        about a third less CPU than a merge-insert, which joins the new row against the table.
+        Should the row be gone (another process reset the source), it is inserted.
         """
         row_id = stable_id("ing_", self.user_id, state.source)
         known = state.source in self._states
