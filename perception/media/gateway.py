@@ -331,7 +331,9 @@ class Gateway:
         if self.keyframes_after_s is None:
             return
         thumb = grey_thumbnail(frame.image_bgr)
-        if self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF:
+        changed = self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF
+        self.source.key_gate.judged(not changed)
+        if changed:
             self._still_ref, self._still_since = thumb, frame.t
             if self.source.keyframes_only:
                 logger.info("%s: the picture changed; decoding every frame again", self.source.key)
