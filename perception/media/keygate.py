@@ -9,8 +9,8 @@ packets since the last decoded one suggests a change:
 * no inter frame since then was larger than ``INTER_GROWTH`` × the largest inter frame of a recent
   stretch seen to be still (the lower median over the last few), plus ``INTER_FLOOR`` bytes
   (movement, a light switched on);
-* the key frame's own size is within ``KEY_DRIFT`` of the last key frame seen to be still (a change
-  that happened at a GOP boundary, or an encoder whose inter frames do not show it);
+* the key frame's own size is within ``KEY_DRIFT`` of one of the last few key frames seen to be still
+  (a change that happened at a GOP boundary, or an encoder whose inter frames do not show it);
 * the last decoded key frame is less than :data:`KEYFRAME_GAP_S` seconds of stream time old.
 
 So a change the packet sizes show is seen at the next key frame, as with every key frame decoded;
@@ -48,7 +48,7 @@ class KeyframeGate:
     def __init__(self) -> None:
         self.skipped = 0  #: key frames not decoded because nothing suggested a change
         self._still_spans: deque[int] = deque(maxlen=_SPANS_KEPT)  # largest inter frame of each still stretch
-        self._still_key: int | None = None  # size of the last key frame seen to be still
+        self._still_keys: deque[int] = deque(maxlen=_SPANS_KEPT)  # sizes of the last key frames seen to be still
         self._span_max = 0  # largest inter frame since the last decoded key frame
         self._span_frames = 0
         self._span_moved = False  # a frame sampled since the last decoded key frame changed
@@ -83,7 +83,7 @@ class KeyframeGate:
         """The gateway compared a sampled frame with the last one that changed: ``still`` or not."""
         if not still:
             self._still_spans.clear()
-            self._still_key = None
+            self._still_keys.clear()
             self._pending = None
             self._span_moved = True
             return
@@ -92,15 +92,15 @@ class KeyframeGate:
             self._pending = None
             if span is not None:
                 self._still_spans.append(span)
-            self._still_key = key
+            self._still_keys.append(key)
 
     def _needed(self, t: float | None, size: int) -> bool:
-        if (len(self._still_spans) < MIN_STILL_SPANS or self._still_key is None or self._pending is not None
+        if (len(self._still_spans) < MIN_STILL_SPANS or not self._still_keys or self._pending is not None
                 or t is None or self._decoded_t is None or not 0 <= t - self._decoded_t < KEYFRAME_GAP_S):
             return True
         if self._span_max > INTER_GROWTH * self._still_inter() + INTER_FLOOR:
             return True
-        return abs(size - self._still_key) > KEY_DRIFT * self._still_key
+        return all(abs(size - key) > KEY_DRIFT * key for key in self._still_keys)
 
     def _still_inter(self) -> int:
         """The still stretches' typical largest inter frame (lower median: one passer-by does not raise it)."""
