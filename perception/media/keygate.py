@@ -16,8 +16,9 @@ packets since the last decoded one suggests a change:
 So a change the packet sizes show is seen at the next key frame, as with every key frame decoded;
 one they do not show (a constant-bitrate stream padded to fixed sizes, a slow fade) is seen within
 ``KEYFRAME_GAP_S`` plus one key-frame interval. Skipping starts once ``MIN_STILL_SPANS`` stretches
-between decoded key frames have been seen still, and any change starts the learning again. A
-stream without inter frames (MJPEG) has no such stretches, so every key frame is decoded.
+between decoded key frames have been seen still, and any change starts the learning again; a new
+connection decodes its first key frame. A stream without inter frames (MJPEG) has no such
+stretches, so every key frame is decoded.
 
 The gateway judges each frame it samples (:meth:`KeyframeGate.judged`); the demuxer asks
 :meth:`KeyframeGate.decode_key` before decoding a key frame and reports inter frames' sizes.
@@ -35,7 +36,7 @@ KEYFRAME_GAP_S = 30.0
 INTER_GROWTH = 2.0
 #: bytes added to the threshold, so a near-empty still stream's inter frames need a real jump
 INTER_FLOOR = 256
-#: relative size difference from the last still key frame that gets a key frame decoded
+#: relative size difference from each of the recent still key frames that gets a key frame decoded
 KEY_DRIFT = 0.04
 #: still stretches (between decoded key frames, with inter frames) seen before key frames are skipped
 MIN_STILL_SPANS = 2
