@@ -169,6 +169,17 @@ def test_a_still_camera_skips_key_frames_until_the_packets_show_a_change(tmp_pat
     assert source.key_gate.skipped >= 20 and source.bad_packets == 0
 
 
+def test_a_still_stream_without_inter_frames_decodes_every_key_frame(tmp_path: Path) -> None:
+    """All-intra video (as MJPEG cameras send) has no inter frames to tell a change by: nothing is skipped."""
+    from tests.media import write_clip
+
+    clip = write_clip(tmp_path / "intra.mp4", lambda i: np.full((120, 160, 3), 90, np.uint8), 150, 10, (160, 120),
+                      options={"preset": "veryfast", "g": "1"})
+    source = AVSource(uri=str(clip), kind="file", live=False, options={"audio": False})
+    times = [i.t for i in Gateway(source, 4.0, keyframes_after_s=3.0).start().items() if isinstance(i, Frame)]
+    assert len(times) == 60 and source.keyframes_only and source.key_gate.skipped == 0
+
+
 def test_repeated_packets_of_digital_silence_are_passed_on_as_zeros_without_decoding(tmp_path: Path) -> None:
     """A muted stretch encodes to the same packet over and over: its repeats are not decoded, yet the
     audio handed on is the stream's own (silence as zeros, then the speech at its time, sample-exact)."""
