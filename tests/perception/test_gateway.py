@@ -158,8 +158,8 @@ def test_a_still_camera_skips_key_frames_until_the_packets_show_a_change(tmp_pat
     clip = write_clip(tmp_path / "room.mp4", draw, 600, 10, (w, h),
                       options={"preset": "veryfast", "g": "20", "bf": "2", "scenecut": "0"})
     source = AVSource(uri=str(clip), kind="file", live=False, options={"audio": False})
-    times = [round(i.t, 2) for i in Gateway(source, 4.0, keyframes_after_s=3.0).start().items()
-             if isinstance(i, Frame)]
+    gw = Gateway(source, 4.0, keyframes_after_s=3.0).start()
+    times = [round(i.t, 2) for i in gw.items() if isinstance(i, Frame)]
     looked = [t for t in times if 4.0 <= t < 45.0]  # key frames decoded while the room was still
     assert 1 <= len([t for t in looked if t >= 8.0]) <= 2, looked  # of 19 there
     assert all(b - a <= KEYFRAME_GAP_S + 2.0 for a, b in zip([*looked, 46.0], [*looked, 46.0][1:])), looked
@@ -167,6 +167,7 @@ def test_a_still_camera_skips_key_frames_until_the_packets_show_a_change(tmp_pat
     assert 54.0 in times  # the one who stays, at the first key frame after
     assert len([t for t in times if 56.0 <= t < 57.0]) == 4  # every slot again from the next key frame
     assert source.key_gate.skipped >= 20 and source.bad_packets == 0
+    assert gw.stats.as_dict()["keyframes_skipped"] >= 20  # capture_status shows it
 
 
 def test_a_still_stream_without_inter_frames_decodes_every_key_frame(tmp_path: Path) -> None:
