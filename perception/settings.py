@@ -176,7 +176,7 @@ class PerceptionConfig(Strict):
     min_segment_s: float = Field(0.5, ge=0, le=600, description="shortest segment a cut may end")
     max_segment_s: float = Field(10.0, gt=0, le=3600, description="longest segment; longer shots are split")
     max_still_segment_s: float = Field(
-        120.0, gt=0, le=3600, description="longest segment in which nothing moved and nobody spoke (a still, "
+        300.0, gt=0, le=3600, description="longest segment in which nothing moved and nobody spoke (a still, "
         "quiet camera writes one segment per this many seconds instead of one per max_segment_s)")
     scene_threshold: float = Field(DEFAULT_SCENE_THRESHOLD, gt=0, le=1, description="histogram distance that cuts")
     motion_threshold: float | None = Field(

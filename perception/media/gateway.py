@@ -14,10 +14,12 @@ bounded queue:
   consumer (a corrupt file gives its :class:`~perception.media.sources.SourceError`).
 * **Watchdog:** network reads carry FFmpeg/PyAV timeouts (a silent server raises instead of
   hanging), and a stream that delivers packets but no video frame for ``stall_s`` is restarted.
-* **Counters** (:class:`SourceStats`): fps in/out, lag, dropped, reconnects, last error.
+* **Counters** (:class:`SourceStats`): fps in/out, lag, dropped, reconnects, last error, key frames
+  a still source skipped (:mod:`perception.media.keygate`).
 * **Idle decoding:** with ``keyframes_after_s``, once the sampled frames have not changed and the
   audio has been silent for that long, the source decodes key frames only (a static camera costs
-  a fraction of full decoding); the first key frame that differs, or any sound, restores full
+  a fraction of full decoding), and of those only the ones whose packet sizes suggest a change
+  (:mod:`perception.media.keygate`); the first key frame that differs, or any sound, restores full
   decoding from the next key frame on. Live captures use it; files do not (a resumed file must
   see exactly the frames of an uninterrupted run).
 
@@ -79,6 +81,8 @@ class SourceStats:
     last_error: str | None = None
     bad_packets: int = 0
     truncated: bool = False
+    #: key frames a still source did not decode (their packet sizes showed no change)
+    keyframes_skipped: int = 0
     lag_s: float = 0.0
     fps_in: float = 0.0
     fps_out: float = 0.0
@@ -92,7 +96,7 @@ class SourceStats:
         return {
             "state": self.state, "frames_in": self.frames_in, "frames_out": self.frames_out, "dropped": self.dropped,
             "audio_dropped": self.audio_dropped, "reconnects": self.reconnects, "last_error": self.last_error,
-            "bad_packets": self.bad_packets, "truncated": self.truncated,
+            "bad_packets": self.bad_packets, "truncated": self.truncated, "keyframes_skipped": self.keyframes_skipped,
             "lag_s": round(self.lag_s, 3), "fps_in": round(_rate(self._in_times, now), 2),
             "fps_out": round(_rate(self._out_times, now), 2), "last_frame_t": self.last_frame_t,
         }
@@ -303,6 +307,7 @@ class Gateway:
                 video += 1
                 last_video = now
                 self.stats.bad_packets = self.source.bad_packets
+                self.stats.keyframes_skipped = self.source.key_gate.skipped
                 if self._offline or self.stats.state != "running":
                     self._online()
                 self.stats.frames_in += 1
@@ -322,6 +327,7 @@ class Gateway:
         finally:
             stream.close()
             self.stats.bad_packets, self.stats.truncated = self.source.bad_packets, self.source.truncated
+            self.stats.keyframes_skipped = self.source.key_gate.skipped
         if live and video:
             raise _Ended(f"stream {self.source.key!r} ended after {video} frames", self.source.key)
         return video
@@ -331,7 +337,9 @@ class Gateway:
         if self.keyframes_after_s is None:
             return
         thumb = grey_thumbnail(frame.image_bgr)
-        if self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF:
+        changed = self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF
+        self.source.key_gate.judged(not changed)
+        if changed:
             self._still_ref, self._still_since = thumb, frame.t
             if self.source.keyframes_only:
                 logger.info("%s: the picture changed; decoding every frame again", self.source.key)

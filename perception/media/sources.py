@@ -36,6 +36,7 @@ import numpy as np
 from perception.media.audio import DIGITAL_SILENCE, MAX_BAD_RUN, SAMPLE_RATE
 from perception.errors import MediaError
 from perception.media.images import read_image
+from perception.media.keygate import KeyframeGate
 from perception.media.video import resize_long_side
 
 __all__ = [
@@ -151,6 +152,8 @@ class Source:
     truncated: bool = field(default=False, compare=False)
     #: decode only key frames (set by the gateway during a long static, silent stretch)
     keyframes_only: bool = field(default=False, compare=False)
+    #: ... and of those only the ones whose packet sizes (or age) call for a look
+    key_gate: KeyframeGate = field(default_factory=KeyframeGate, compare=False, repr=False)
     #: frames the consumer samples per second (set by the gateway); a stream at least
     #: :data:`SPARSE_RATIO` times faster does not decode the frames no other frame refers to
     sample_fps: float | None = field(default=None, compare=False)
@@ -252,6 +255,8 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
     # After a key-frame-only stretch, inter frames refer to frames never decoded: full decoding
     # resumes at the next key frame.
     skipping = False
+    gate = source.key_gate
+    gate.restart()
     packets = container.demux(streams)
     while not stop.is_set():
         try:
@@ -267,7 +272,11 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
             break
         video = packet.stream is vs
         if video:
-            skipping = (source.keyframes_only or skipping) and not packet.is_keyframe
+            if packet.is_keyframe:
+                skipping = not gate.decode_key(_packet_time(packet), packet.size, source.keyframes_only)
+            else:
+                gate.inter(packet.size)
+                skipping = skipping or source.keyframes_only
             if skipping:
                 continue
         elif chunks is not None and chunks.repeats_silence(packet):
@@ -303,6 +312,13 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
         yield from chunks.flush()
     if decoded == 0 and not source.live and not stop.is_set():
         raise SourceError(f"{source.key!r} decoded to no video frames; the file is corrupt or truncated", source.key)
+
+
+def _packet_time(packet: Any) -> float | None:
+    """A packet's stream time in seconds (``None`` without a timestamp)."""
+    if packet.pts is None or packet.time_base is None:
+        return None
+    return float(packet.pts * packet.time_base)
 
 
 def _drain(vs: Any, time_base: Any) -> list[Any]:
@@ -389,8 +405,7 @@ class _AudioChunker:
             return False
         _, samples, rate = self._silence
         if not self._quiet:
-            self._quiet_t = None if packet.pts is None or packet.time_base is None else float(
-                packet.pts * packet.time_base)
+            self._quiet_t = _packet_time(packet)
             self._quiet_rate = rate
         self._quiet += samples
         return True

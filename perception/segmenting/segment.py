@@ -4,7 +4,8 @@ A cut happens before a frame whose HSV hue/saturation histogram differs from the
 frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
 the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
 regardless (a segment in which nothing has moved and nobody has spoken runs up to ``max_still_s``:
-a still, quiet camera writes a few long segments instead of many identical short ones). Motion is a boundary too: each segment starts in a motion state (moving or still,
+a still, quiet camera writes a few long segments instead of many identical short ones, each keeping
+at most :data:`QUIET_FRAMES` frames spread over it). Motion is a boundary too: each segment starts in a motion state (moving or still,
 from the mean grey-level difference of its first frame to the one before). A still segment is cut
 at the first frame that moves ("someone walks into an empty room" starts a segment of its own); a
 moving one is cut once the frames have been still for ``motion_hold_s`` ("everything stopped"). A speech turn starting or
@@ -32,6 +33,11 @@ __all__ = ["DEFAULT_MOTION_THRESHOLD", "DEFAULT_SCENE_THRESHOLD", "Segment", "Se
 logger = logging.getLogger(__name__)
 
 _EPS = 1e-6
+#: frames a still, quiet segment longer than ``max_s`` keeps (``max_s`` of frames at the default 4 fps):
+#: whenever it holds that many, it keeps every second one and takes half as many from then on, so a
+#: segment of ``max_still_s`` holds frames evenly spread over it (5 minutes of 640-px frames at 4 fps
+#: would be 830 MB)
+QUIET_FRAMES = 40
 
 
 @dataclass
@@ -125,6 +131,9 @@ class Segmenter:
         self._changed_at: float | None = None  # when the frames left that state
         self.max_still_s = max(max_s, max_still_s) if max_still_s is not None and motion_threshold is not None else max_s
         self._quiet = False  # every frame of the current segment so far was still, without speech
+        self._fed = 0  # frames fed to the current segment after its first
+        self._every = 1  # the current segment keeps every this many frames (a long still one: more than 1)
+        self._last: tuple[float, float] | None = None  # (time, step) of the last frame fed to a thinned segment
 
     def _motion_turn(self, frame: Frame, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
         """Track the segment's motion state; True when the other state has lasted ``motion_hold_s``."""
@@ -173,7 +182,16 @@ class Segmenter:
             self._motion_turn(frame, prev_grey, grey)  # the new segment's motion state, from its first frame
             self._quiet = not speech and self._still(prev_grey, grey)
             return closed
-        current.frames.append(frame)
+        self._fed += 1
+        prev_t = current.frames[-1].t if self._last is None else self._last[0]
+        if self._quiet and len(current.frames) >= QUIET_FRAMES and length >= self.max_s - _EPS:
+            # frames 0, e, 2e, … of the segment are kept; every second of them leaves
+            self._every *= 2
+            del current.frames[1::2]
+        if self._every > 1:
+            self._last = (frame.t, frame.t - prev_t)
+        if self._fed % self._every == 0:
+            current.frames.append(frame)
         return None
 
     def prime(self, frame: Frame, speech: bool | None = None) -> None:
@@ -196,9 +214,11 @@ class Segmenter:
         current = self._current
         if current is None:
             return None
-        last = current.frames[-1].t
+        last = current.frames[-1].t if self._last is None else self._last[0]
         if end_t is None:
-            if len(current.frames) > 1:
+            if self._last is not None:
+                end_t = last + self._last[1]
+            elif len(current.frames) > 1:
                 end_t = last + (last - current.t_start) / (len(current.frames) - 1)
             else:
                 end_t = last
@@ -249,6 +269,7 @@ class Segmenter:
 
     def _start(self, frame: Frame, score: float) -> None:
         self._moving = self._changed_at = None
+        self._fed, self._every, self._last = 0, 1, None
         self._current = Segment(
             index=self._next_index, t_start=frame.t, t_end=frame.t, frames=[frame], cut_score=score
         )

@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -106,7 +107,8 @@ def test_a_stalled_http_stream_triggers_a_reconnect(tmp_path: Path) -> None:
 
 def test_a_still_stream_decodes_key_frames_only_and_wakes_at_the_key_frame_that_changes(tmp_path: Path) -> None:
     """Still and silent for ``keyframes_after_s``: key frames only (each one handed out at once, though
-    the stream reorders B-frames); the key frame that differs brings full decoding back at the next one."""
+    the stream reorders B-frames), and of those only the ones whose size differs once the still stretches
+    are known; the key frame that differs brings full decoding back at the next one."""
     from tests.media import write_clip
 
     def draw(i: int) -> np.ndarray:
@@ -117,14 +119,66 @@ def test_a_still_stream_decodes_key_frames_only_and_wakes_at_the_key_frame_that_
 
     clip = write_clip(tmp_path / "still.mp4", draw, 300, 10, (160, 120),
                       options={"preset": "veryfast", "g": "10", "bf": "2", "scenecut": "0"})
-    gw = Gateway(AVSource(uri=str(clip), kind="file", live=False, options={"audio": False}), 4.0,
-                 keyframes_after_s=3.0).start()
+    source = AVSource(uri=str(clip), kind="file", live=False, options={"audio": False})
+    gw = Gateway(source, 4.0, keyframes_after_s=3.0).start()
     times = [round(i.t, 2) for i in gw.items() if isinstance(i, Frame)]
-    still = [t for t in times if 5.0 <= t < 20.0]
-    assert still == [float(s) for s in range(5, 20)]  # one frame per key frame (every second)
+    # still since 0 s: the key frames at 1, 2 and 3 s closed still stretches, the identical ones after are skipped
+    assert [t for t in times if 4.0 <= t < 20.0] == [] and source.key_gate.skipped >= 16
     assert len([t for t in times if t < 3.0]) == 12  # every 4 fps slot before it went still
     assert 20.0 in times  # the key frame that shows the change, at its own time
     assert len([t for t in times if 21.0 <= t < 23.0]) == 8  # every slot again from the next key frame
+
+
+def test_a_still_camera_skips_key_frames_until_the_packets_show_a_change(tmp_path: Path) -> None:
+    """A room with sensor noise, still for 45 s: after two still stretches the key frames are skipped,
+    save one per KEYFRAME_GAP_S. Someone crossing between two key frames gets the next one decoded
+    though it shows the room as before (the inter frames grew); someone who walks in and stays is seen
+    at the first key frame after, and full decoding comes back at the one after that."""
+    from perception.media.keygate import KEYFRAME_GAP_S
+    from tests.media import write_clip
+
+    images = Path(__file__).resolve().parents[1] / "data" / "images"
+    w, h = 320, 180
+    room = cv2.resize(cv2.imread(str(images / "coffee.png")), (w, h), interpolation=cv2.INTER_AREA).astype(np.int16)
+    person = cv2.resize(cv2.imread(str(images / "astronaut.png")), (90, 120), interpolation=cv2.INTER_AREA)
+    rng = np.random.default_rng(0)
+
+    def draw(i: int) -> np.ndarray:
+        img = np.clip(room + rng.integers(-2, 3, room.shape), 0, 255).astype(np.uint8)
+        t = i / 10
+        x = None
+        if 45.1 <= t < 45.8:  # a passer-by, gone before the key frame at 46 s
+            x = int(w - (t - 45.1) / 0.7 * (w + 90))
+        elif t >= 53.1:  # someone walks in and stays
+            x = max(160, int(w - (t - 53.1) / 0.5 * 160))
+        if x is not None and min(w, x + 90) > max(0, x):
+            img[40:160, max(0, x):min(w, x + 90)] = person[:, max(0, x) - x:min(w, x + 90) - x]
+        return img
+
+    clip = write_clip(tmp_path / "room.mp4", draw, 600, 10, (w, h),
+                      options={"preset": "veryfast", "g": "20", "bf": "2", "scenecut": "0"})
+    source = AVSource(uri=str(clip), kind="file", live=False, options={"audio": False})
+    gw = Gateway(source, 4.0, keyframes_after_s=3.0).start()
+    times = [round(i.t, 2) for i in gw.items() if isinstance(i, Frame)]
+    looked = [t for t in times if 4.0 <= t < 45.0]  # key frames decoded while the room was still
+    assert 1 <= len([t for t in looked if t >= 8.0]) <= 2, looked  # of 19 there
+    assert all(b - a <= KEYFRAME_GAP_S + 2.0 for a, b in zip([*looked, 46.0], [*looked, 46.0][1:])), looked
+    assert 46.0 in times and [t for t in times if 46.0 < t < 54.0] == []  # the passer-by raised no threshold
+    assert 54.0 in times  # the one who stays, at the first key frame after
+    assert len([t for t in times if 56.0 <= t < 57.0]) == 4  # every slot again from the next key frame
+    assert source.key_gate.skipped >= 20 and source.bad_packets == 0
+    assert gw.stats.as_dict()["keyframes_skipped"] >= 20  # capture_status shows it
+
+
+def test_a_still_stream_without_inter_frames_decodes_every_key_frame(tmp_path: Path) -> None:
+    """All-intra video (as MJPEG cameras send) has no inter frames to tell a change by: nothing is skipped."""
+    from tests.media import write_clip
+
+    clip = write_clip(tmp_path / "intra.mp4", lambda i: np.full((120, 160, 3), 90, np.uint8), 150, 10, (160, 120),
+                      options={"preset": "veryfast", "g": "1"})
+    source = AVSource(uri=str(clip), kind="file", live=False, options={"audio": False})
+    times = [i.t for i in Gateway(source, 4.0, keyframes_after_s=3.0).start().items() if isinstance(i, Frame)]
+    assert len(times) == 60 and source.keyframes_only and source.key_gate.skipped == 0
 
 
 def test_repeated_packets_of_digital_silence_are_passed_on_as_zeros_without_decoding(tmp_path: Path) -> None:

@@ -47,6 +47,18 @@ def test_a_still_segment_without_speech_runs_to_max_still_s() -> None:
     assert all(s.duration <= 2.0 + 1e-9 for s in speaking) and len(speaking) == 5
 
 
+def test_a_long_still_segment_keeps_a_bounded_number_of_frames_spread_over_it() -> None:
+    from perception.segmenting.segment import QUIET_FRAMES
+
+    frames = _frames([RED] * 400)  # 100 s still
+    segs = list(Segmenter(min_s=0.5, max_s=2.0, motion_threshold=0.05, max_still_s=120.0).segments(frames))
+    still = segs[1]
+    assert (still.t_start, still.t_end) == (2.0, 100.0)  # the stream's end: one sampling step after its last frame
+    kept = [f.t for f in still.frames]
+    assert QUIET_FRAMES // 2 <= len(kept) <= QUIET_FRAMES and kept[0] == 2.0 and kept[-1] > 95.0
+    assert len({round(b - a, 6) for a, b in zip(kept, kept[1:])}) == 1  # evenly spread over the whole segment
+
+
 def test_min_length_is_respected() -> None:
     # colour flips every frame: only cuts that leave segments of >= 1 s may happen
     segs = list(Segmenter(min_s=1.0, max_s=10).segments(_frames([RED, BLUE] * 8)))
