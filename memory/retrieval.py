@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -233,50 +233,59 @@ class Retriever:
         soon as both are in.
         """
         levels = list(plan.tables)
-        words: Future[list[list[int]]] | None = None
+        carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
+        columns = {level: [CARD_COLUMN] if carded[level] else _COLUMNS[level] for level in levels}
+        words: Future[list[_Found]] | None = None
         if plan.fts_text:
             words = asyncio.run_coroutine_threadsafe(_gather_all(*(
-                _fts(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k) for level in levels)), LOOP.loop)
+                _fts(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k, columns[level])
+                for level in levels)), LOOP.loop)
         try:
             vector = self._query_vector(plan.vector_text) if plan.vector_text else None
         except BaseException:
             if words is not None:
                 words.cancel()
             raise
-        jobs: list[tuple[str, str, Callable[[], Awaitable[list[Any]]]]] = []
+        jobs: list[tuple[str, str, Callable[[], Awaitable[_Found | list[int]]]]] = []
         for level in levels:
             table, where = plan.tables[level], plan.wheres[level]
             if vector is not None:
-                jobs.append((level, "meaning", partial(_nearest, table, vector, where, plan.k)))
+                jobs.append((level, "meaning", partial(_nearest, table, vector, where, plan.k, columns[level])))
             if plan.entities and level == "entities":
                 jobs.append((level, "entities", partial(_by_ids, table, plan.entities, plan.user_where(level))))
             elif plan.entities:
                 clause = build_where(level, self.store.user_id, entity=plan.entity_ids).split(" AND ", 1)[1]
                 restricted = " AND ".join(w for w in (where, clause) if w)
-                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k)
+                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k, columns[level])
                              if vector is not None else partial(_latest, table, level, restricted, plan.k, plan.order)))
             if plan.latest:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
-        carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
         found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
         cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
         shortlists: dict[str, list[int]] = {}
 
+        fetched: dict[str, dict[int, Any]] = {level: {} for level in levels}
+
+        def note(level: str, source: str, result: _Found | list[int]) -> None:
+            if isinstance(result, list):  # row ids only
+                found[level][source] = result
+                return
+            found[level][source] = result.rowids
+            cosines[level].update(result.cosines)
+            fetched[level].update(result.rows)
+
         async def candidates_and_rows() -> list[list[dict[str, Any]]]:
             results = await _gather_all(*(job() for _, _, job in jobs))
             if words is not None:
-                for level, ranked in zip(levels, await asyncio.wrap_future(words)):
-                    found[level]["words"] = ranked
+                for level, result in zip(levels, await asyncio.wrap_future(words)):
+                    note(level, "words", result)
             for (level, source, _), result in zip(jobs, results):
-                if result and isinstance(result[0], tuple):  # (row id, cosine) pairs of a vector query
-                    cosines[level].update(result)
-                    result = [rowid for rowid, _ in result]
-                found[level][source] = result
+                note(level, source, result)
             for level in levels:
                 shortlists[level] = _shortlist(found[level], plan.k)
-            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level], carded[level])
-                                       for level in levels))
+            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level], carded[level],
+                                             fetched[level]) for level in levels))
 
         read = LOOP.run(candidates_and_rows())
         return found, cosines, shortlists, read
@@ -356,6 +365,16 @@ class _Plan:
     user_where: Callable[[str], str]
 
 
+@dataclass
+class _Found:
+    """A candidate query's row ids in rank order, with what it returned of them: cosine similarities
+    (vector queries) and each row's card or search columns (see :func:`_read`)."""
+
+    rowids: list[int]
+    cosines: dict[int, float] = field(default_factory=dict)
+    rows: dict[int, Any] = field(default_factory=dict)
+
+
 async def _gather_all(*jobs: Awaitable[Any]) -> list[Any]:
     return list(await asyncio.gather(*jobs))
 
@@ -384,29 +403,40 @@ async def _arrow(query: AsyncQueryBase, rows: int | None = None) -> pa.Table:
     return pa.Table.from_batches(batches, schema=stream.schema)
 
 
-async def _fts(table: AsyncTable, text: str, where: str, k: int) -> list[int]:
-    """Row ids of the ``k`` best BM25 matches of ``text``, best first."""
-    query = table.query().nearest_to_text(text, columns="text").select(["_score"]).with_row_id().limit(k)
+async def _fts(table: AsyncTable, text: str, where: str, k: int, columns: list[str]) -> _Found:
+    """Row ids of the ``k`` best BM25 matches of ``text``, best first, with their ``columns``."""
+    query = (table.query().nearest_to_text(text, columns="text").select(["_score", *columns]).with_row_id()
+             .limit(k))
     if where:
         query = query.where(where)
     try:
         batch = await _arrow(query)
     except ValueError:  # a query the full-text parser rejects is matched by meaning only
         logger.info("full-text query %r rejected; using vector search only", text)
-        return []
-    return batch["_rowid"].to_pylist()
+        return _Found([])
+    rowids = batch["_rowid"].to_pylist()
+    return _Found(rowids, rows=_fetched(batch, rowids, columns))
 
 
-async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int) -> list[tuple[int, float]]:
-    """``(row id, cosine similarity)`` of the ``k`` nearest rows, nearest first; the IVF_PQ candidates are
-    re-scored on their stored vectors (``refine_factor(1)``), so the similarities are exact."""
+async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int, columns: list[str]) -> _Found:
+    """Row ids of the ``k`` nearest rows, nearest first, with their ``columns`` and cosine similarity;
+    the IVF_PQ candidates are re-scored on their stored vectors (``refine_factor(1)``), so the
+    similarities are exact."""
     query = (table.vector_search(vector).column("vector").distance_type("cosine").nprobes(NPROBES)
-             .refine_factor(1).select(["_distance"]).with_row_id().limit(k))
+             .refine_factor(1).select(["_distance", *columns]).with_row_id().limit(k))
     if where:
         query = query.where(where)  # a prefilter: the k nearest rows that pass it
     batch = await _arrow(query)
-    return [(rowid, 1.0 - distance) for rowid, distance in zip(batch["_rowid"].to_pylist(),
-                                                               batch["_distance"].to_pylist())]
+    rowids = batch["_rowid"].to_pylist()
+    return _Found(rowids, dict(zip(rowids, (1.0 - d for d in batch["_distance"].to_pylist()))),
+                  _fetched(batch, rowids, columns))
+
+
+def _fetched(batch: pa.Table, rowids: list[int], columns: list[str]) -> dict[int, Any]:
+    """Per row id, the card (one column) or the row (several) a query returned with its candidates."""
+    if columns == [CARD_COLUMN]:
+        return dict(zip(rowids, batch[CARD_COLUMN].to_pylist()))
+    return dict(zip(rowids, batch.select(columns).to_pylist()))
 
 
 async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: str | None) -> list[int]:
@@ -436,20 +466,31 @@ async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[in
     return [rowids[i] for i in ids if i in rowids]
 
 
-async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool) -> list[dict[str, Any]]:
+async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool,
+                fetched: dict[int, Any]) -> list[dict[str, Any]]:
     """The ``columns`` of the rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing.
 
-    From their cards where ``carded`` (one column instead of a dozen); a row without a usable card
-    is read column by column.
+    A row a query already returned (``fetched``: its card where ``carded``, else its ``columns``) is
+    not read again; the others are taken by row id, from their cards where ``carded`` (one column
+    instead of a dozen). A row without a usable card is read column by column.
     """
-    if not rowids:
-        return []
-    if not carded:
-        return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id(), len(rowids))).to_pylist()
-    batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id(), len(rowids))
     rows: list[dict[str, Any]] = []
+    take: list[int] = []
+    cards: list[tuple[int, str | None]] = []
+    for rowid in rowids:
+        if rowid not in fetched:
+            take.append(rowid)
+        elif carded:
+            cards.append((rowid, fetched[rowid]))
+        else:
+            rows.append({**fetched[rowid], "_rowid": rowid})
+    if take and not carded:
+        rows += (await _arrow(table.take_row_ids(sorted(take)).select(columns).with_row_id(), len(take))).to_pylist()
+    elif take:
+        batch = await _arrow(table.take_row_ids(sorted(take)).select([CARD_COLUMN]).with_row_id(), len(take))
+        cards += zip(batch["_rowid"].to_pylist(), batch[CARD_COLUMN].to_pylist())
     missing: list[int] = []
-    for text, rowid in zip(batch[CARD_COLUMN].to_pylist(), batch["_rowid"].to_pylist()):
+    for rowid, text in cards:
         row = read_card(text)
         if row is None:
             missing.append(rowid)
