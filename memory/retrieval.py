@@ -410,7 +410,7 @@ async def _fts(table: AsyncTable, text: str, where: str, k: int, columns: list[s
     if where:
         query = query.where(where)
     try:
-        batch = await _arrow(query)
+        batch = await _arrow(query, k)
     except ValueError:  # a query the full-text parser rejects is matched by meaning only
         logger.info("full-text query %r rejected; using vector search only", text)
         return _Found([])
@@ -426,7 +426,7 @@ async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int, co
              .refine_factor(1).select(["_distance", *columns]).with_row_id().limit(k))
     if where:
         query = query.where(where)  # a prefilter: the k nearest rows that pass it
-    batch = await _arrow(query)
+    batch = await _arrow(query, k)
     rowids = batch["_rowid"].to_pylist()
     return _Found(rowids, dict(zip(rowids, (1.0 - d for d in batch["_distance"].to_pylist()))),
                   _fetched(batch, rowids, columns))
