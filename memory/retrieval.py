@@ -45,7 +45,7 @@ from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
 from .errors import MemoryStoreError
 from .models import QueryUnderstanding, SearchHit
 from .query import EntityName, Understood, Vocabulary, understand
-from .ranking import Scored, collapse, score_row
+from .ranking import Prepared, Scored, collapse, finish_row, prepare_row
 from .search import SearchMode, build_where, sql_in, sql_literal
 
 if TYPE_CHECKING:
@@ -191,25 +191,26 @@ class Retriever:
             fts_text=fts_text if mode is not SearchMode.VECTOR and not filter_only else "", vector_text=vector_text,
             entities=entities, entity_ids=[*entities, *(i for i, t in entity_map.items() if t in entities)],
             latest=filter_only or (not vector_text and not fts_text), order=q.order, user_where=self._user_clause)
+        def early(level: str, row: dict[str, Any]) -> Prepared:
+            return prepare_row(level, row, q, names, entity_map)
+
         for attempt in range(READ_ATTEMPTS):
-            found, cosines, shortlists, read = self._gather(plan)
-            if all(len(rows) == len(shortlists[level]) for level, rows in zip(levels, read)):
+            gathered = self._gather(plan, early)
+            found, cosines, read, prepared = gathered.found, gathered.cosines, gathered.read, gathered.prepared
+            if all(len(rows) == len(gathered.shortlists[level]) for level, rows in zip(levels, read)):
                 break
             # a compaction moved rows (or a delete removed them) between the queries and the read
             logger.info("search candidates moved while being read (attempt %d); gathering them again", attempt + 1)
         has_vector = bool(plan.vector_text)
-        candidates: dict[tuple[str, str], dict[str, Any]] = {}
-        cosine: dict[tuple[str, str], float] = {}
+        candidates: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
         for level, rows in zip(levels, read):
             for row in rows:
-                rowid = row.pop("_rowid")
-                candidates[(level, row["id"])] = row
-                if rowid in cosines[level]:
-                    cosine[(level, row["id"])] = cosines[level][rowid]
+                candidates[(level, row["id"])] = (row, row.pop("_rowid"))
         bound = {level: min(cosines[level][r] for r in near) for level in levels
                  if len(near := found[level].get("meaning", [])) >= k}  # outside the k nearest: at most the k-th
-        scored = [score_row(level, row, cosine.get((level, i), bound.get(level, 0.0)) if has_vector else None,
-                            q, names, entity_map) for (level, i), row in candidates.items()]
+        scored = [finish_row(prepared[level].get(rowid) or early(level, row),
+                             cosines[level].get(rowid, bound.get(level, 0.0)) if has_vector else None)
+                  for (level, _), (row, rowid) in candidates.items()]
         ranked = _order(scored, q)
         # a row passing the camera or time asked for answers that part even when nothing else matched
         answering = ranked if cameras or q.time or start is not None or end is not None else [
@@ -223,14 +224,13 @@ class Retriever:
         page = ranked[offset:offset + limit]
         return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
 
-    def _gather(self, plan: _Plan) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[int, float]],
-                                            dict[str, list[int]], list[list[dict[str, Any]]]]:
-        """Candidate row ids per level and source in rank order, the exact cosines of vector hits, each
-        level's shortlist and its rows as read (with ``_rowid``; a row moved since is missing).
+    def _gather(self, plan: _Plan, early: Callable[[str, dict[str, Any]], Prepared] | None = None) -> _Gathered:
+        """Candidates of every level (see :class:`_Gathered`).
 
         The full-text queries start first and run while the question is embedded; the vector,
-        entity and filter queries of every level then run together, and the shortlists are read as
-        soon as both are in.
+        entity and filter queries of every level then run together. The queries return their rows'
+        cards, so only shortlisted rows none of them returned are read afterwards. While the vector
+        queries run, ``early`` prepares the scores of the full-text rows sure to be shortlisted.
         """
         levels = list(plan.tables)
         carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
@@ -263,9 +263,9 @@ class Retriever:
                 jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
         found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
         cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
-        shortlists: dict[str, list[int]] = {}
-
         fetched: dict[str, dict[int, Any]] = {level: {} for level in levels}
+        parsed: dict[str, dict[int, dict[str, Any]]] = {level: {} for level in levels}
+        prepared: dict[str, dict[int, Prepared]] = {level: {} for level in levels}
 
         def note(level: str, source: str, result: _Found | list[int]) -> None:
             if isinstance(result, list):  # row ids only
@@ -275,20 +275,43 @@ class Retriever:
             cosines[level].update(result.cosines)
             fetched[level].update(result.rows)
 
-        async def candidates_and_rows() -> list[list[dict[str, Any]]]:
-            results = await _gather_all(*(job() for _, _, job in jobs))
+        queries: Future[list[Any]] | None = None
+        if jobs:
+            queries = asyncio.run_coroutine_threadsafe(_gather_all(*(job() for _, _, job in jobs)), LOOP.loop)
+        try:
             if words is not None:
-                for level, result in zip(levels, await asyncio.wrap_future(words)):
+                for level, result in zip(levels, words.result()):
                     note(level, "words", result)
-            for (level, source, _), result in zip(jobs, results):
-                note(level, source, result)
-            for level in levels:
-                shortlists[level] = _shortlist(found[level], plan.k)
-            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level], carded[level],
-                                             fetched[level]) for level in levels))
-
-        read = LOOP.run(candidates_and_rows())
-        return found, cosines, shortlists, read
+                if early is not None and vector is not None and not plan.entities and not plan.latest:
+                    # while the vector queries run: the full-text rows sure to be shortlisted
+                    for level in levels:
+                        for rowid in found[level]["words"][:plan.k // 2]:
+                            row = _parsed(fetched[level].get(rowid), carded[level])
+                            if row is not None:
+                                parsed[level][rowid] = row
+                                prepared[level][rowid] = early(level, row)
+            results = queries.result() if queries is not None else []
+        except BaseException:
+            for future in (words, queries):
+                if future is not None:
+                    future.cancel()
+            raise
+        for (level, source, _), result in zip(jobs, results):
+            note(level, source, result)
+        shortlists = {level: _shortlist(found[level], plan.k) for level in levels}
+        read: list[list[dict[str, Any]]] = []
+        takes: list[tuple[int, list[int]]] = []
+        for n, level in enumerate(levels):
+            rows, take = _assemble(shortlists[level], carded[level], fetched[level], parsed[level])
+            read.append(rows)
+            if take:
+                takes.append((n, take))
+        if takes:  # rows no query returned (entity and filter candidates), read by row id
+            taken = LOOP.run(_gather_all(*(_take(plan.tables[levels[n]], _COLUMNS[levels[n]], take, carded[levels[n]])
+                                           for n, take in takes)))
+            for (n, _), rows in zip(takes, taken):
+                read[n] += rows
+        return _Gathered(found, cosines, shortlists, read, prepared)
 
     def _query_vector(self, text: str) -> np.ndarray:
         """The query's embedding; an agent often repeats a query over levels and pages, so recent ones are kept."""
@@ -366,9 +389,25 @@ class _Plan:
 
 
 @dataclass
+class _Gathered:
+    """What :meth:`Retriever._gather` found of every level."""
+
+    #: candidate row ids per level and source (words, meaning, entities, filters), in rank order
+    found: dict[str, dict[str, list[int]]]
+    #: exact cosine similarity per level and row id of vector hits
+    cosines: dict[str, dict[int, float]]
+    #: per level, the candidates worth reading (:func:`_shortlist`)
+    shortlists: dict[str, list[int]]
+    #: per level (in plan order), the shortlisted rows as read, with ``_rowid``; a row moved since is missing
+    read: list[list[dict[str, Any]]]
+    #: per level and row id, scores prepared while the vector queries ran
+    prepared: dict[str, dict[int, Prepared]]
+
+
+@dataclass
 class _Found:
     """A candidate query's row ids in rank order, with what it returned of them: cosine similarities
-    (vector queries) and each row's card or search columns (see :func:`_read`)."""
+    (vector queries) and each row's card or search columns (see :func:`_assemble`)."""
 
     rowids: list[int]
     cosines: dict[int, float] = field(default_factory=dict)
@@ -466,31 +505,44 @@ async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[in
     return [rowids[i] for i in ids if i in rowids]
 
 
-async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool,
-                fetched: dict[int, Any]) -> list[dict[str, Any]]:
-    """The ``columns`` of the rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing.
+def _parsed(value: Any, carded: bool) -> dict[str, Any] | None:
+    """The row a query returned (``value``: its card where ``carded``, else its columns); None when
+    there is none or its card cannot be read."""
+    if value is None:
+        return None
+    return read_card(value) if carded else dict(value)
 
-    A row a query already returned (``fetched``: its card where ``carded``, else its ``columns``) is
-    not read again; the others are taken by row id, from their cards where ``carded`` (one column
-    instead of a dozen). A row without a usable card is read column by column.
-    """
+
+def _assemble(rowids: list[int], carded: bool, fetched: dict[int, Any],
+              parsed: dict[int, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows at ``rowids`` that a query returned (``fetched``; ``parsed`` holds those already turned
+    into rows), each with ``_rowid``, and the row ids still to be read."""
     rows: list[dict[str, Any]] = []
     take: list[int] = []
-    cards: list[tuple[int, str | None]] = []
     for rowid in rowids:
-        if rowid not in fetched:
+        row = parsed.get(rowid)
+        if row is None:
+            row = _parsed(fetched.get(rowid), carded)
+        if row is None:
             take.append(rowid)
-        elif carded:
-            cards.append((rowid, fetched[rowid]))
         else:
-            rows.append({**fetched[rowid], "_rowid": rowid})
-    if take and not carded:
-        rows += (await _arrow(table.take_row_ids(sorted(take)).select(columns).with_row_id(), len(take))).to_pylist()
-    elif take:
-        batch = await _arrow(table.take_row_ids(sorted(take)).select([CARD_COLUMN]).with_row_id(), len(take))
-        cards += zip(batch["_rowid"].to_pylist(), batch[CARD_COLUMN].to_pylist())
+            row["_rowid"] = rowid
+            rows.append(row)
+    return rows, take
+
+
+async def _take(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool) -> list[dict[str, Any]]:
+    """The ``columns`` of the rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing.
+
+    From their cards where ``carded`` (one column instead of a dozen); a row without a usable card
+    is read column by column.
+    """
+    if not carded:
+        return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id(), len(rowids))).to_pylist()
+    batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id(), len(rowids))
+    rows: list[dict[str, Any]] = []
     missing: list[int] = []
-    for rowid, text in cards:
+    for text, rowid in zip(batch[CARD_COLUMN].to_pylist(), batch["_rowid"].to_pylist()):
         row = read_card(text)
         if row is None:
             missing.append(rowid)
