@@ -4,16 +4,19 @@ One search of one level runs up to three LanceDB queries under the same SQL filt
 entity, media time, wall-clock window): full-text (BM25 over ``text``), vector (cosine, IVF_PQ once the
 table is large, its candidates re-scored on their stored vectors) and — when the question names
 entities — a vector query restricted to rows showing them, so a named person's segments are
-candidates even when no word matches. Each query returns row ids only (and the vector queries their
-cosine similarity); the shortlist of candidates is then read in one take by row id. Candidates are
-scored by :func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
+candidates even when no word matches. The full-text and vector queries return their rows' search
+cards (or, for levels without cards, the columns ranking needs) with the row ids and cosines, so a
+search reads no row twice; only shortlisted rows found by entity id or filters alone are then taken
+by row id. Candidates are scored by :func:`memory.ranking.score_row` and folded by
+:func:`memory.ranking.collapse`.
 
 The queries go to LanceDB's native async API on lancedb's background event loop, several at once:
 the full-text queries run while the question is embedded, then the vector and entity queries of
-every level together, then one read; the synchronous API would cost a hand-over (and a schema
-look-up) per call. A row that a concurrent compaction moved (row ids are addresses) or a delete
-removed between the queries and the read is missing from the read; the candidates are then
-gathered again (:data:`READ_ATTEMPTS`).
+every level together; the synchronous API would cost a hand-over (and a schema look-up) per call.
+While the vector queries run, the calling thread scores the full-text rows sure to be shortlisted
+(all but the cosine part, :func:`memory.ranking.prepare_row`). A row that a concurrent compaction
+moved (row ids are addresses) or a delete removed between the queries and a take is missing from
+the take; the candidates are then gathered again (:data:`READ_ATTEMPTS`).
 
 The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
 time and cached until this store writes ``entities`` or for at most :data:`VOCAB_TTL_S` seconds, so a
