@@ -29,11 +29,12 @@ progress goes to stderr through logging. On a busy machine, also run it pinned t
 cost CPU of their own, which pinning removes.
 
 Measured on the 2-core development machine (see README, "Latency", for the numbers and the load
-they were taken at): one ``memory_search`` through MCP needs ≈ 21 ms of CPU — LanceDB's runtime ≈ 7
-(its tokio worker and the threads reading files), its CPU pool ≈ 3 (full-text scoring), embedding the
-question ≈ 3.5 (int8 query model, while the full-text query runs), ranking ≈ 1.6, lancedb's asyncio
-loop ≈ 2.4, MCP ≈ 1.7. The p95 ≤ 20 ms target is not met while other processes keep the load average
-at 2 or more. ``bench/search_compare.py`` checks that a change leaves the answers as they were.
+they were taken at): one hybrid search at the store costs ≈ 17 ms of CPU — embedding the question
+≈ 3.4 (while the full-text query runs) and ranking ≈ 1.5 on the search's own thread, LanceDB's tokio
+runtime ≈ 5.5, its CPU pool ≈ 3 (full-text scoring), lancedb's asyncio loop ≈ 1.6. Through MCP the
+server's loop and the in-process client add ≈ 1.6. The p95 ≤ 20 ms target is not shown while other
+processes keep a core busy. ``bench/search_compare.py`` checks that a change leaves the answers as
+they were.
 Stores built by older code are migrated when opened (search cards, ``memory/cards.py``): keep the
 store an older checkout benchmarks in another ``--dir``.
 """

@@ -32,7 +32,7 @@ from typing import Any
 from .models import Match
 from .query import Understood, content_terms, stem, words
 
-__all__ = ["Scored", "collapse", "people_count", "row_fields", "score_row"]
+__all__ = ["Prepared", "Scored", "collapse", "finish_row", "people_count", "prepare_row", "row_fields", "score_row"]
 
 SIM_FLOOR = 0.15
 SIM_CEIL = 0.75
@@ -127,12 +127,33 @@ def similarity_part(cosine: float) -> float:
     return min(max((cosine - SIM_FLOOR) / (SIM_CEIL - SIM_FLOOR), 0.0), 1.0)
 
 
+@dataclass
+class Prepared:
+    """The parts of a row's score that do not depend on its cosine similarity: those before the
+    meaning part (entities, words) and those after it (objects, people), in scoring order."""
+
+    level: str
+    row: dict[str, Any]
+    meaning: bool
+    why: list[Match]
+    parts: list[tuple[float, float]]
+    why_after: list[Match]
+    parts_after: list[tuple[float, float]]
+
+
 def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understood,
               names: dict[str, list[str]], entity_map: dict[str, str]) -> Scored:
     """Score one candidate row against the understood question (see the module docstring).
 
     ``entity_map`` maps merged-away ids to the entity they became, so old rows count for the new id.
     """
+    return finish_row(prepare_row(level, row, q, names, entity_map), cosine)
+
+
+def prepare_row(level: str, row: dict[str, Any], q: Understood, names: dict[str, list[str]],
+                entity_map: dict[str, str]) -> Prepared:
+    """Everything of :func:`score_row` but the meaning part, which :func:`finish_row` adds once the
+    row's cosine similarity is known (a search prepares rows while its vector query runs)."""
     why: list[Match] = []
     parts: list[tuple[float, float]] = []  # (weight, value)
     row_ids = {entity_map.get(e, e) for e in _entity_ids(level, row)}
@@ -171,27 +192,38 @@ def score_row(level: str, row: dict[str, Any], cosine: float | None, q: Understo
         for f, ws in found.items():
             why.append(Match(field=f, words=ws))
         parts.append((W_WORDS, total / len(q.terms)))
-    if cosine is not None and (q.terms or not q.entities):
-        sim = similarity_part(cosine)
-        parts.append((W_MEANING, sim))
-        if sim > 0:
-            why.append(Match(field="meaning", detail=f"similarity {cosine:.2f}"))
+    why_after: list[Match] = []
+    parts_after: list[tuple[float, float]] = []
     labels = {str(o).lower() for o in row.get("objects") or []}
     if q.labels and level == "traces" and labels:  # rows without detector output neither gain nor lose
         asked = [w for w, ls in q.labels.items() if ls != ("person",)]
         if asked:
             hit = [w for w in asked if labels & set(q.labels[w])]
             if hit:
-                why.append(Match(field="objects", words=hit))
-            parts.append((W_LABELS, len(hit) / len(asked)))
+                why_after.append(Match(field="objects", words=hit))
+            parts_after.append((W_LABELS, len(hit) / len(asked)))
     if q.people is not None and level in ("traces", "observations"):
         n = people_count(level, row)
         lo, hi = q.people
         if n is not None:  # an unknown count neither gains nor loses
             value = 1.0 if lo <= n <= hi else max(0.0, 1 - min(abs(n - lo), abs(n - hi)) / 2)
             if value > 0:
-                why.append(Match(field="people", detail=f"{n} {'person' if n == 1 else 'people'}"))
-            parts.append((W_PEOPLE, value))
+                why_after.append(Match(field="people", detail=f"{n} {'person' if n == 1 else 'people'}"))
+            parts_after.append((W_PEOPLE, value))
+    return Prepared(level, row, bool(q.terms or not q.entities), why, parts, why_after, parts_after)
+
+
+def finish_row(prepared: Prepared, cosine: float | None) -> Scored:
+    """The :class:`Scored` row: ``prepared`` with the meaning part of ``cosine`` (None: no vector query)."""
+    level, row = prepared.level, prepared.row
+    why, parts = list(prepared.why), list(prepared.parts)
+    if cosine is not None and prepared.meaning:
+        sim = similarity_part(cosine)
+        parts.append((W_MEANING, sim))
+        if sim > 0:
+            why.append(Match(field="meaning", detail=f"similarity {cosine:.2f}"))
+    why += prepared.why_after
+    parts += prepared.parts_after
     if not parts:
         score = 1.0  # only filters were asked for (a time, a camera): every row passing them answers it
     else:

@@ -4,16 +4,19 @@ One search of one level runs up to three LanceDB queries under the same SQL filt
 entity, media time, wall-clock window): full-text (BM25 over ``text``), vector (cosine, IVF_PQ once the
 table is large, its candidates re-scored on their stored vectors) and — when the question names
 entities — a vector query restricted to rows showing them, so a named person's segments are
-candidates even when no word matches. Each query returns row ids only (and the vector queries their
-cosine similarity); the shortlist of candidates is then read in one take by row id. Candidates are
-scored by :func:`memory.ranking.score_row` and folded by :func:`memory.ranking.collapse`.
+candidates even when no word matches. The full-text and vector queries return their rows' search
+cards (or, for levels without cards, the columns ranking needs) with the row ids and cosines, so a
+search reads no row twice; only shortlisted rows found by entity id or filters alone are then taken
+by row id. Candidates are scored by :func:`memory.ranking.score_row` and folded by
+:func:`memory.ranking.collapse`.
 
 The queries go to LanceDB's native async API on lancedb's background event loop, several at once:
 the full-text queries run while the question is embedded, then the vector and entity queries of
-every level together, then one read; the synchronous API would cost a hand-over (and a schema
-look-up) per call. A row that a concurrent compaction moved (row ids are addresses) or a delete
-removed between the queries and the read is missing from the read; the candidates are then
-gathered again (:data:`READ_ATTEMPTS`).
+every level together; the synchronous API would cost a hand-over (and a schema look-up) per call.
+While the vector queries run, the calling thread scores the full-text rows sure to be shortlisted
+(all but the cosine part, :func:`memory.ranking.prepare_row`). A row that a concurrent compaction
+moved (row ids are addresses) or a delete removed between the queries and a take is missing from
+the take; the candidates are then gathered again (:data:`READ_ATTEMPTS`).
 
 The vocabulary (entity names, aliases, ids after merges; camera ids) is read from the store at query
 time and cached until this store writes ``entities`` or for at most :data:`VOCAB_TTL_S` seconds, so a
@@ -29,7 +32,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -45,7 +48,7 @@ from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
 from .errors import MemoryStoreError
 from .models import QueryUnderstanding, SearchHit
 from .query import EntityName, Understood, Vocabulary, understand
-from .ranking import Scored, collapse, score_row
+from .ranking import Prepared, Scored, collapse, finish_row, prepare_row
 from .search import SearchMode, build_where, sql_in, sql_literal
 
 if TYPE_CHECKING:
@@ -191,25 +194,26 @@ class Retriever:
             fts_text=fts_text if mode is not SearchMode.VECTOR and not filter_only else "", vector_text=vector_text,
             entities=entities, entity_ids=[*entities, *(i for i, t in entity_map.items() if t in entities)],
             latest=filter_only or (not vector_text and not fts_text), order=q.order, user_where=self._user_clause)
+        def early(level: str, row: dict[str, Any]) -> Prepared:
+            return prepare_row(level, row, q, names, entity_map)
+
         for attempt in range(READ_ATTEMPTS):
-            found, cosines, shortlists, read = self._gather(plan)
-            if all(len(rows) == len(shortlists[level]) for level, rows in zip(levels, read)):
+            gathered = self._gather(plan, early)
+            found, cosines, read, prepared = gathered.found, gathered.cosines, gathered.read, gathered.prepared
+            if all(len(rows) == len(gathered.shortlists[level]) for level, rows in zip(levels, read)):
                 break
             # a compaction moved rows (or a delete removed them) between the queries and the read
             logger.info("search candidates moved while being read (attempt %d); gathering them again", attempt + 1)
         has_vector = bool(plan.vector_text)
-        candidates: dict[tuple[str, str], dict[str, Any]] = {}
-        cosine: dict[tuple[str, str], float] = {}
+        candidates: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
         for level, rows in zip(levels, read):
             for row in rows:
-                rowid = row.pop("_rowid")
-                candidates[(level, row["id"])] = row
-                if rowid in cosines[level]:
-                    cosine[(level, row["id"])] = cosines[level][rowid]
+                candidates[(level, row["id"])] = (row, row.pop("_rowid"))
         bound = {level: min(cosines[level][r] for r in near) for level in levels
                  if len(near := found[level].get("meaning", [])) >= k}  # outside the k nearest: at most the k-th
-        scored = [score_row(level, row, cosine.get((level, i), bound.get(level, 0.0)) if has_vector else None,
-                            q, names, entity_map) for (level, i), row in candidates.items()]
+        scored = [finish_row(prepared[level].get(rowid) or early(level, row),
+                             cosines[level].get(rowid, bound.get(level, 0.0)) if has_vector else None)
+                  for (level, _), (row, rowid) in candidates.items()]
         ranked = _order(scored, q)
         # a row passing the camera or time asked for answers that part even when nothing else matched
         answering = ranked if cameras or q.time or start is not None or end is not None else [
@@ -223,63 +227,94 @@ class Retriever:
         page = ranked[offset:offset + limit]
         return SearchOutcome(hits=[_hit(s) for s in page], understood=_understood(q, cameras))
 
-    def _gather(self, plan: _Plan) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[int, float]],
-                                            dict[str, list[int]], list[list[dict[str, Any]]]]:
-        """Candidate row ids per level and source in rank order, the exact cosines of vector hits, each
-        level's shortlist and its rows as read (with ``_rowid``; a row moved since is missing).
+    def _gather(self, plan: _Plan, early: Callable[[str, dict[str, Any]], Prepared] | None = None) -> _Gathered:
+        """Candidates of every level (see :class:`_Gathered`).
 
         The full-text queries start first and run while the question is embedded; the vector,
-        entity and filter queries of every level then run together, and the shortlists are read as
-        soon as both are in.
+        entity and filter queries of every level then run together. The queries return their rows'
+        cards, so only shortlisted rows none of them returned are read afterwards. While the vector
+        queries run, ``early`` prepares the scores of the full-text rows sure to be shortlisted.
         """
         levels = list(plan.tables)
-        words: Future[list[list[int]]] | None = None
+        carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
+        columns = {level: [CARD_COLUMN] if carded[level] else _COLUMNS[level] for level in levels}
+        words: Future[list[_Found]] | None = None
         if plan.fts_text:
             words = asyncio.run_coroutine_threadsafe(_gather_all(*(
-                _fts(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k) for level in levels)), LOOP.loop)
+                _fts(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k, columns[level])
+                for level in levels)), LOOP.loop)
         try:
             vector = self._query_vector(plan.vector_text) if plan.vector_text else None
         except BaseException:
             if words is not None:
                 words.cancel()
             raise
-        jobs: list[tuple[str, str, Callable[[], Awaitable[list[Any]]]]] = []
+        jobs: list[tuple[str, str, Callable[[], Awaitable[_Found | list[int]]]]] = []
         for level in levels:
             table, where = plan.tables[level], plan.wheres[level]
             if vector is not None:
-                jobs.append((level, "meaning", partial(_nearest, table, vector, where, plan.k)))
+                jobs.append((level, "meaning", partial(_nearest, table, vector, where, plan.k, columns[level])))
             if plan.entities and level == "entities":
                 jobs.append((level, "entities", partial(_by_ids, table, plan.entities, plan.user_where(level))))
             elif plan.entities:
                 clause = build_where(level, self.store.user_id, entity=plan.entity_ids).split(" AND ", 1)[1]
                 restricted = " AND ".join(w for w in (where, clause) if w)
-                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k)
+                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k, columns[level])
                              if vector is not None else partial(_latest, table, level, restricted, plan.k, plan.order)))
             if plan.latest:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
                 jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
-        carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
         found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
         cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
-        shortlists: dict[str, list[int]] = {}
+        fetched: dict[str, dict[int, Any]] = {level: {} for level in levels}
+        parsed: dict[str, dict[int, dict[str, Any]]] = {level: {} for level in levels}
+        prepared: dict[str, dict[int, Prepared]] = {level: {} for level in levels}
 
-        async def candidates_and_rows() -> list[list[dict[str, Any]]]:
-            results = await _gather_all(*(job() for _, _, job in jobs))
-            if words is not None:
-                for level, ranked in zip(levels, await asyncio.wrap_future(words)):
-                    found[level]["words"] = ranked
-            for (level, source, _), result in zip(jobs, results):
-                if result and isinstance(result[0], tuple):  # (row id, cosine) pairs of a vector query
-                    cosines[level].update(result)
-                    result = [rowid for rowid, _ in result]
+        def note(level: str, source: str, result: _Found | list[int]) -> None:
+            if isinstance(result, list):  # row ids only
                 found[level][source] = result
-            for level in levels:
-                shortlists[level] = _shortlist(found[level], plan.k)
-            return await _gather_all(*(_read(plan.tables[level], _COLUMNS[level], shortlists[level], carded[level])
-                                       for level in levels))
+                return
+            found[level][source] = result.rowids
+            cosines[level].update(result.cosines)
+            fetched[level].update(result.rows)
 
-        read = LOOP.run(candidates_and_rows())
-        return found, cosines, shortlists, read
+        queries: Future[list[Any]] | None = None
+        if jobs:
+            queries = asyncio.run_coroutine_threadsafe(_gather_all(*(job() for _, _, job in jobs)), LOOP.loop)
+        try:
+            if words is not None:
+                for level, result in zip(levels, words.result()):
+                    note(level, "words", result)
+                if early is not None and vector is not None and not plan.entities and not plan.latest:
+                    # while the vector queries run: the full-text rows sure to be shortlisted
+                    for level in levels:
+                        for rowid in found[level]["words"][:plan.k // 2]:
+                            row = _parsed(fetched[level].get(rowid), carded[level])
+                            if row is not None:
+                                parsed[level][rowid] = row
+                                prepared[level][rowid] = early(level, row)
+            results = queries.result() if queries is not None else []
+        except BaseException:
+            for future in (words, queries):
+                if future is not None:
+                    future.cancel()
+            raise
+        for (level, source, _), result in zip(jobs, results):
+            note(level, source, result)
+        shortlists = {level: _shortlist(found[level], plan.k) for level in levels}
+        read: list[list[dict[str, Any]]] = []
+        takes: list[tuple[int, list[int]]] = []
+        for n, level in enumerate(levels):
+            rows, take = _assemble(shortlists[level], carded[level], fetched[level], parsed[level])
+            read.append(rows)
+            if take:
+                takes.append((n, take))
+        if takes:  # rows no query returned (entity and filter candidates), read by row id
+            taken = LOOP.run(_gather_all(*(_take(plan.tables[levels[n]], _COLUMNS[levels[n]], take, carded[levels[n]])
+                                           for n, take in takes)))
+            for (n, _), rows in zip(takes, taken):
+                read[n] += rows
+        return _Gathered(found, cosines, shortlists, read, prepared)
 
     def _query_vector(self, text: str) -> np.ndarray:
         """The query's embedding; an agent often repeats a query over levels and pages, so recent ones are kept."""
@@ -356,6 +391,32 @@ class _Plan:
     user_where: Callable[[str], str]
 
 
+@dataclass
+class _Gathered:
+    """What :meth:`Retriever._gather` found of every level."""
+
+    #: candidate row ids per level and source (words, meaning, entities, filters), in rank order
+    found: dict[str, dict[str, list[int]]]
+    #: exact cosine similarity per level and row id of vector hits
+    cosines: dict[str, dict[int, float]]
+    #: per level, the candidates worth reading (:func:`_shortlist`)
+    shortlists: dict[str, list[int]]
+    #: per level (in plan order), the shortlisted rows as read, with ``_rowid``; a row moved since is missing
+    read: list[list[dict[str, Any]]]
+    #: per level and row id, scores prepared while the vector queries ran
+    prepared: dict[str, dict[int, Prepared]]
+
+
+@dataclass
+class _Found:
+    """A candidate query's row ids in rank order, with what it returned of them: cosine similarities
+    (vector queries) and each row's card or search columns (see :func:`_assemble`)."""
+
+    rowids: list[int]
+    cosines: dict[int, float] = field(default_factory=dict)
+    rows: dict[int, Any] = field(default_factory=dict)
+
+
 async def _gather_all(*jobs: Awaitable[Any]) -> list[Any]:
     return list(await asyncio.gather(*jobs))
 
@@ -384,29 +445,40 @@ async def _arrow(query: AsyncQueryBase, rows: int | None = None) -> pa.Table:
     return pa.Table.from_batches(batches, schema=stream.schema)
 
 
-async def _fts(table: AsyncTable, text: str, where: str, k: int) -> list[int]:
-    """Row ids of the ``k`` best BM25 matches of ``text``, best first."""
-    query = table.query().nearest_to_text(text, columns="text").select(["_score"]).with_row_id().limit(k)
+async def _fts(table: AsyncTable, text: str, where: str, k: int, columns: list[str]) -> _Found:
+    """Row ids of the ``k`` best BM25 matches of ``text``, best first, with their ``columns``."""
+    query = (table.query().nearest_to_text(text, columns="text").select(["_score", *columns]).with_row_id()
+             .limit(k))
     if where:
         query = query.where(where)
     try:
-        batch = await _arrow(query)
+        batch = await _arrow(query, k)
     except ValueError:  # a query the full-text parser rejects is matched by meaning only
         logger.info("full-text query %r rejected; using vector search only", text)
-        return []
-    return batch["_rowid"].to_pylist()
+        return _Found([])
+    rowids = batch["_rowid"].to_pylist()
+    return _Found(rowids, rows=_fetched(batch, rowids, columns))
 
 
-async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int) -> list[tuple[int, float]]:
-    """``(row id, cosine similarity)`` of the ``k`` nearest rows, nearest first; the IVF_PQ candidates are
-    re-scored on their stored vectors (``refine_factor(1)``), so the similarities are exact."""
+async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int, columns: list[str]) -> _Found:
+    """Row ids of the ``k`` nearest rows, nearest first, with their ``columns`` and cosine similarity;
+    the IVF_PQ candidates are re-scored on their stored vectors (``refine_factor(1)``), so the
+    similarities are exact."""
     query = (table.vector_search(vector).column("vector").distance_type("cosine").nprobes(NPROBES)
-             .refine_factor(1).select(["_distance"]).with_row_id().limit(k))
+             .refine_factor(1).select(["_distance", *columns]).with_row_id().limit(k))
     if where:
         query = query.where(where)  # a prefilter: the k nearest rows that pass it
-    batch = await _arrow(query)
-    return [(rowid, 1.0 - distance) for rowid, distance in zip(batch["_rowid"].to_pylist(),
-                                                               batch["_distance"].to_pylist())]
+    batch = await _arrow(query, k)
+    rowids = batch["_rowid"].to_pylist()
+    return _Found(rowids, dict(zip(rowids, (1.0 - d for d in batch["_distance"].to_pylist()))),
+                  _fetched(batch, rowids, columns))
+
+
+def _fetched(batch: pa.Table, rowids: list[int], columns: list[str]) -> dict[int, Any]:
+    """Per row id, the card (one column) or the row (several) a query returned with its candidates."""
+    if columns == [CARD_COLUMN]:
+        return dict(zip(rowids, batch[CARD_COLUMN].to_pylist()))
+    return dict(zip(rowids, batch.select(columns).to_pylist()))
 
 
 async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: str | None) -> list[int]:
@@ -436,14 +508,38 @@ async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[in
     return [rowids[i] for i in ids if i in rowids]
 
 
-async def _read(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool) -> list[dict[str, Any]]:
+def _parsed(value: Any, carded: bool) -> dict[str, Any] | None:
+    """The row a query returned (``value``: its card where ``carded``, else its columns); None when
+    there is none or its card cannot be read."""
+    if value is None:
+        return None
+    return read_card(value) if carded else dict(value)
+
+
+def _assemble(rowids: list[int], carded: bool, fetched: dict[int, Any],
+              parsed: dict[int, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows at ``rowids`` that a query returned (``fetched``; ``parsed`` holds those already turned
+    into rows), each with ``_rowid``, and the row ids still to be read."""
+    rows: list[dict[str, Any]] = []
+    take: list[int] = []
+    for rowid in rowids:
+        row = parsed.get(rowid)
+        if row is None:
+            row = _parsed(fetched.get(rowid), carded)
+        if row is None:
+            take.append(rowid)
+        else:
+            row["_rowid"] = rowid
+            rows.append(row)
+    return rows, take
+
+
+async def _take(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool) -> list[dict[str, Any]]:
     """The ``columns`` of the rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing.
 
     From their cards where ``carded`` (one column instead of a dozen); a row without a usable card
     is read column by column.
     """
-    if not rowids:
-        return []
     if not carded:
         return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id(), len(rowids))).to_pylist()
     batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id(), len(rowids))
