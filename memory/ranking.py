@@ -252,8 +252,10 @@ def _near(a: str, b: str) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _long_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in words(text) if len(w) >= 5 and w.isalpha())
+def _long_words(text: str) -> tuple[str, ...]:
+    """The words of five letters or more in ``text``, once each, in the order they were written (so the
+    word a near miss is credited to does not depend on set ordering, which varies between processes)."""
+    return tuple(dict.fromkeys(w for w in words(text) if len(w) >= 5 and w.isalpha()))
 
 
 @lru_cache(maxsize=4096)
