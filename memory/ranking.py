@@ -222,7 +222,7 @@ def finish_row(prepared: Prepared, cosine: float | None) -> Scored:
         parts.append((W_MEANING, sim))
         if sim > 0:
             why.append(Match(field="meaning", detail=f"similarity {cosine:.2f}"))
-    why += prepared.why_after
+    why += [m for m in prepared.why_after if m not in why]  # an object word found as a word is said once
     parts += prepared.parts_after
     if not parts:
         score = 1.0  # only filters were asked for (a time, a camera): every row passing them answers it

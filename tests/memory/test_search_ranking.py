@@ -114,6 +114,15 @@ def test_how_many_people_counts_towards_the_rank(store: MemoryStore) -> None:
     assert store.search("two people", limit=3)[0].text == texts[2]
 
 
+def test_an_object_word_found_both_as_a_word_and_as_a_detected_label_is_explained_once(store: MemoryStore) -> None:
+    segment = make_segment(0, summary="a dog sleeps by the door")
+    segment.trace.objects = ["dog", "chair"]
+    store.write_segment(segment)
+    hit = store.search("a dog by the door", limit=1)[0]
+    reasons = [(m.field, tuple(m.words), m.detail) for m in hit.why]
+    assert ("objects", ("dog",), "") in reasons and len(reasons) == len(set(reasons))
+
+
 def test_near_identical_neighbouring_segments_are_folded_into_one_hit(store: MemoryStore) -> None:
     for i in range(3):
         store.write_segment(make_segment(i, summary=f"0:0{i}.0 the dog sleeps on the sofa near the window"))
