@@ -199,8 +199,8 @@ def prepare_row(level: str, row: dict[str, Any], q: Understood, names: dict[str,
         asked = [w for w, ls in q.labels.items() if ls != ("person",)]
         if asked:
             hit = [w for w in asked if labels & set(q.labels[w])]
-            if hit:
-                why_after.append(Match(field="objects", words=hit))
+            if hit and (labelled := Match(field="objects", words=hit)) not in why:  # said once, if also a word
+                why_after.append(labelled)
             parts_after.append((W_LABELS, len(hit) / len(asked)))
     if q.people is not None and level in ("traces", "observations"):
         n = people_count(level, row)
@@ -222,7 +222,7 @@ def finish_row(prepared: Prepared, cosine: float | None) -> Scored:
         parts.append((W_MEANING, sim))
         if sim > 0:
             why.append(Match(field="meaning", detail=f"similarity {cosine:.2f}"))
-    why += [m for m in prepared.why_after if m not in why]  # an object word found as a word is said once
+    why += prepared.why_after
     parts += prepared.parts_after
     if not parts:
         score = 1.0  # only filters were asked for (a time, a camera): every row passing them answers it
