@@ -77,6 +77,10 @@ def test_dashboard_end_to_end_in_chromium(ingested: Path, clean_env: dict[str, s
             page.locator(".flash", has_text=re.compile(r"stop(ped|ping) porch")).wait_for()
             page.locator("#captures tr", has_text="porch").locator(".state", has_text="stopped").wait_for(
                 timeout=180_000)
+            # The outcome stays on screen through the status refresh that follows it.
+            with page.expect_response(lambda r: r.url.endswith("/sources/status")):
+                pass
+            assert re.search(r"stop(ped|ping) porch", page.locator(".flash").inner_text())
 
             # Timeline: moments with key frames that really are JPEGs served from the store.
             page.goto(base + "/timeline?camera=stage")
