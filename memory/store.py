@@ -42,7 +42,7 @@ from .cards import CARD_COLUMN, CARD_COLUMNS, add_cards, card_json
 from .embedders import Embedder
 from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
 from .ids import IdAllocator
-from .indexing import KEEP_VERSIONS_FOR, IndexMaintainer, IndexPolicy, ensure_fts, vector_config
+from .indexing import IndexMaintainer, IndexPolicy, ensure_fts, is_commit_conflict, maintain_table, vector_config
 from .migrations import MigrationContext, apply_migrations
 from .models import (
     ID_PREFIXES,
@@ -145,13 +145,9 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in _HIDDEN and k != "jpeg" and not k.startswith("_")}
 
 
-def _is_conflict(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "conflict" in text or "retryable" in text or "was modified" in text
-
-
-def optimize_quietly(table: lancedb.table.Table, name: str, attempts: int = 3, **kwargs: Any) -> bool:
-    """Compact ``table`` and fold new rows into its indices; returns whether it ran.
+def optimize_quietly(table: lancedb.table.Table, name: str, policy: IndexPolicy, attempts: int = 3) -> bool:
+    """Compact ``table`` by tiers and fold new rows into its indices (:func:`maintain_table`); returns
+    whether it ran.
 
     Another process compacting or writing the same table makes LanceDB refuse the commit; that is
     retried a few times and then left to the next pass (compaction is an optimisation, never
@@ -159,10 +155,10 @@ def optimize_quietly(table: lancedb.table.Table, name: str, attempts: int = 3, *
     """
     for attempt in range(attempts):
         try:
-            table.optimize(**kwargs)
+            maintain_table(table, policy)
             return True
-        except Exception as exc:  # LanceDB raises plain OSError/RuntimeError for commit conflicts
-            if not _is_conflict(exc):
+        except Exception as exc:  # Lance raises plain OSError/RuntimeError for commit conflicts
+            if not is_commit_conflict(exc):
                 logger.exception("optimize of table %s failed", name)
                 return False
             time.sleep(0.05 * (attempt + 1))
@@ -336,9 +332,9 @@ class MemoryStore:
         for name in sorted(self._dirty):
             if lock is not None:
                 with lock:
-                    optimize_quietly(self._table(name), name, cleanup_older_than=KEEP_VERSIONS_FOR)
+                    optimize_quietly(self._table(name), name, self.index_policy)
             else:
-                optimize_quietly(self._table(name), name, cleanup_older_than=KEEP_VERSIONS_FOR)
+                optimize_quietly(self._table(name), name, self.index_policy)
         self._dirty.clear()
         self._writes_since_optimize = 0
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 from memory_fixtures import make_segment
 
 from memory import HashEmbedder, MemoryStore
-from memory.indexing import IndexPolicy, fts_config, table_index_state
+from memory.indexing import IndexPolicy, compaction_target, fts_config, table_index_state
 
 #: PQ training needs a few hundred rows; the thresholds are scaled down from the defaults accordingly
 SMALL = IndexPolicy(vector_min_rows=400, scalar_min_rows=400, unindexed_max=10_000, interval_s=0.0,
@@ -94,3 +94,44 @@ def test_a_forced_pass_leaves_a_fully_indexed_table_in_one_fragment(tmp_path: Pa
         assert traces.stats()["fragment_stats"]["num_fragments"] == 1
         hits = store.search("segment 420 with a bicycle number 420", limit=3)
         assert hits[0].text == "segment 420 with a bicycle number 420"  # the indexes follow the moved rows
+
+
+def test_compaction_targets_follow_the_tiers() -> None:
+    tiers, fan_in = (256, 2048, 1 << 20), 8
+
+    def target(rows: list[int]) -> int | None:
+        return compaction_target(rows, tiers, fan_in)
+
+    assert target([]) is None and target([40]) is None
+    assert target([40, 1]) == 256  # below the first tier, fragments are merged as soon as there are two
+    assert target([300, 1]) is None  # one small fragment next to a full one waits
+    assert target([256] * fan_in + [5]) is None  # at most fan_in fragments of a tier...
+    assert target([256] * (fan_in + 1) + [5]) == 2048  # ...more are merged up into the next
+    assert target([1 << 20] * 3) is None  # full fragments are left alone
+    assert IndexPolicy().compaction_tiers[-1] == 1 << 20  # the last tier is Lance's own target
+
+
+def test_a_stream_of_small_writes_is_compacted_by_tiers_without_rewriting_old_fragments(tmp_path: Path) -> None:
+    # one fragment per write; every pass merges only the fragments below the first tier, so the cost of a
+    # pass stays the same however large the table grows
+    policy = IndexPolicy(vector_min_rows=10**9, scalar_min_rows=10**9, unindexed_max=1, interval_s=0.0,
+                         check_every_s=3600, compaction_tiers=(256, 2048, 1 << 20))
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), index_policy=policy) as store:
+        for i in range(600):
+            _append(store, 1, start=i)
+            if i % 20 == 19:
+                store.maintain_indexes(force=False)
+        fragments = store._table("traces").to_lance().get_fragments()
+        rows = [f.metadata.physical_rows for f in fragments]
+        # Lance closes a merged fragment once it reaches the tier, and merges indexed and not yet indexed
+        # fragments apart: the newest rows may sit in two small fragments until the next pass
+        assert sum(rows) == 600 and min(rows[:2]) >= 256 and len(rows) <= 4
+        full = [f.fragment_id for f in fragments[:2]]
+        for i in range(600, 640):
+            _append(store, 1, start=i)
+        state = store.maintain_indexes(force=False)["traces"]
+        fragments = store._table("traces").to_lance().get_fragments()
+        assert [f.fragment_id for f in fragments[:2]] == full  # the full fragments were not rewritten
+        assert len(fragments) <= 4 and state.unindexed == 0 and state.rows == 640
+        hits = store.search("segment 630 with a bicycle number 630", limit=3)
+        assert hits[0].text == "segment 630 with a bicycle number 630"
