@@ -126,16 +126,16 @@ def table_index_state(table: Any) -> IndexState:
                       vector_indexed=vector_indexed)
 
 
+def small_fragments(table: Any) -> int:
+    """How many of the table's fragments compaction would merge."""
+    return int(table.stats()["fragment_stats"]["num_small_fragments"])
+
+
 #: table versions older than this are deleted by each compaction (the maintainer's and ``MemoryStore.optimize()``). Every write leaves a
 #: version, so without cleanup a stream's store grew by its write amplification (about 2 GB per
 #: camera-hour) and its versions without bound; a minute still lets a reader that opened an
 #: older version finish, and crash recovery needs only the latest (``ingest_log`` is written last).
 KEEP_VERSIONS_FOR = timedelta(minutes=1)
-
-
-def small_fragments(table: Any) -> int:
-    """How many of the table's fragments a full compaction would merge."""
-    return int(table.stats()["fragment_stats"]["num_small_fragments"])
 
 
 def compaction_target(fragment_rows: Sequence[int], tiers: Sequence[int], fan_in: int) -> int | None:

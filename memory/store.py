@@ -30,6 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -328,12 +329,8 @@ class MemoryStore:
 
     def optimize(self) -> None:
         """Compact the tables written since the last pass and fold new rows into their indices."""
-        lock = self._maintainer.lock if self._maintainer is not None else None
         for name in sorted(self._dirty):
-            if lock is not None:
-                with lock:
-                    optimize_quietly(self._table(name), name, self.index_policy)
-            else:
+            with self._maintainer.lock if self._maintainer is not None else nullcontext():
                 optimize_quietly(self._table(name), name, self.index_policy)
         self._dirty.clear()
         self._writes_since_optimize = 0
