@@ -21,6 +21,7 @@ from .schema import (
     CAMERA_CONTEXT_V4_COLUMNS,
     FACT_V4_COLUMNS,
     GALLERY_FACE_V7_COLUMNS,
+    GALLERY_V10_COLUMNS,
     NOTIFICATION_V2_COLUMNS,
     TRACE_V6_COLUMNS,
     table_schemas,
@@ -149,3 +150,11 @@ def cards_with_quotes(ctx: MigrationContext) -> None:
     if CARD_COLUMN in table.schema.names:
         table.drop_columns([CARD_COLUMN])
     table.add_columns({CARD_COLUMN: card_sql("traces", table.schema)})
+
+
+@migration(10)
+def gallery_segments(ctx: MigrationContext) -> None:
+    """Every gallery slot names the segment that wrote it and the content it replaced (``memory/galleries.py``);
+    slots stored before name none and always count."""
+    for name in ("gallery_face", "gallery_body", "gallery_voice", "gallery_object"):
+        _add_null_columns(ctx.db.open_table(name), GALLERY_V10_COLUMNS)

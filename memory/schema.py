@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 META_TABLE = "meta"
 
@@ -48,6 +48,9 @@ TRACE_V6_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
 GALLERY_FACE_V7_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("turn", _f64),)
 #: the search card of traces and observations (migration 8; see ``memory/cards.py``)
 CARD_V8_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("card", _str),)
+#: columns migration 10 adds to every gallery: the segment that wrote a slot and the content it
+#: replaced, so a slot counts only once its segment is committed (``memory/galleries.py``)
+GALLERY_V10_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("source", _str), ("segment_index", _i64), ("prior", _str))
 
 
 def _fields(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> list[pa.Field]:
@@ -101,16 +104,16 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("reason", _str), ("channels_json", _str), ("created_at", _f64), *NOTIFICATION_V2_COLUMNS)),
         "gallery_face": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
-            ("keyframe_id", _str), ("created_at", _f64), *GALLERY_FACE_V7_COLUMNS)),
+            ("keyframe_id", _str), ("created_at", _f64), *GALLERY_FACE_V7_COLUMNS, *GALLERY_V10_COLUMNS)),
         "gallery_body": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
-            ("keyframe_id", _str), ("created_at", _f64))),
+            ("keyframe_id", _str), ("created_at", _f64), *GALLERY_V10_COLUMNS)),
         "gallery_voice": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
-            ("keyframe_id", _str), ("created_at", _f64))),
+            ("keyframe_id", _str), ("created_at", _f64), *GALLERY_V10_COLUMNS)),
         "gallery_object": pa.schema(_fields(
             ("entity_id", _str), ("embedding", pa.list_(pa.float32())), ("quality", _f64),
-            ("keyframe_id", _str), ("created_at", _f64), ("label", _str), ("camera_id", _str))),
+            ("keyframe_id", _str), ("created_at", _f64), ("label", _str), ("camera_id", _str), *GALLERY_V10_COLUMNS)),
         "identity_decisions": pa.schema(_fields(
             ("entity_id", _str), ("action", _str), ("source", _str), ("camera_id", _str),
             ("segment_index", _i64), ("score", _f64), ("runner_up", _str), ("runner_up_score", _f64),

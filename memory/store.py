@@ -8,7 +8,8 @@ Design:
 * **Idempotent writes.** Every row has a deterministic id and is written with ``merge_insert``
   on ``(user_id, id)``. :meth:`MemoryStore.write_segment` commits a whole segment (trace,
   observations, entities, gallery slots, key frames) and writes ``ingest_log`` *last*, so a crash
-  part-way re-runs that segment and produces the same rows.
+  part-way re-runs that segment and produces the same rows. Gallery slots count for identity only
+  once their segment is committed (``memory/galleries.py``), so the re-run decides as the first run did.
 * **Search** (``memory/retrieval.py``): the query is understood (``memory/query.py``: names, times,
   cameras, objects, counts), candidates come from full-text (BM25) and vector search under SQL filters
   (``memory/search.py``), and are ranked with explanations (``memory/ranking.py``). The store embeds
@@ -41,6 +42,7 @@ import pyarrow as pa
 
 from .cards import CARD_COLUMN, CARD_COLUMNS, add_cards, card_json
 from .embedders import Embedder
+from .galleries import GALLERY_TABLES, restored, stamped, visible
 from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
 from .ids import IdAllocator
 from .indexing import IndexMaintainer, IndexPolicy, ensure_fts, is_commit_conflict, maintain_table, vector_config
@@ -512,10 +514,9 @@ class MemoryStore:
         ent_rows = [{**e.model_dump(), "text": texts[1 + n_obs + i], "vector": vectors[1 + n_obs + i]}
                     for i, e in enumerate(seg.entities)]
         self._upsert("entities", ent_rows)
-        self._upsert("gallery_face", [f.model_dump() for f in seg.gallery_faces])
-        self._upsert("gallery_body", [f.model_dump() for f in seg.gallery_bodies])
-        self._upsert("gallery_voice", [f.model_dump() for f in seg.gallery_voices])
-        self._upsert("gallery_object", [f.model_dump() for f in seg.gallery_objects])
+        for name, slots in (("gallery_face", seg.gallery_faces), ("gallery_body", seg.gallery_bodies),
+                            ("gallery_voice", seg.gallery_voices), ("gallery_object", seg.gallery_objects)):
+            self._write_slots(name, seg, [s.model_dump() for s in slots], rewrite)
         put("identity_decisions", [d.model_dump() for d in seg.decisions])  # ids name the segment
         put("keyframes", [k.model_dump() for k in seg.keyframes])
         if rewrite:
@@ -532,6 +533,39 @@ class MemoryStore:
         self._write_state(state)
         logger.debug("wrote segment %s#%d (%d observations, %d keyframes)", seg.source, seg.segment_index,
                      n_obs, len(seg.keyframes))
+
+    def _write_slots(self, name: str, seg: SegmentWrite, rows: list[dict[str, Any]], rewrite: bool) -> None:
+        """Write a segment's gallery slots, naming the segment and keeping what each replaces
+        (``memory/galleries.py``); a re-run restores the slots its first attempt wrote and it no longer does."""
+        if rows:
+            stored = {r["id"]: r for r in self._scan(name, f"id IN {sql_in([r['id'] for r in rows])}")}
+            self._upsert(name, stamped(rows, stored, seg.source, seg.segment_index, self._commit_points))
+        if rewrite:
+            where = f"source = {sql_literal(seg.source)} AND segment_index = {int(seg.segment_index)}"
+            if rows:
+                where += f" AND id NOT IN {sql_in([r['id'] for r in rows])}"
+            self._restore_slots(name, self._scan(name, where))
+
+    def _restore_slots(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Put gallery slots back as they were before their (uncommitted) segment wrote them."""
+        back = [restored(r) for r in rows]
+        self._upsert(name, [r for r in back if r is not None])
+        gone = [r["id"] for r, b in zip(rows, back) if b is None]
+        if gone:
+            self.delete_rows(name, f"id IN {sql_in(gone)}")
+
+    def _commit_points(self) -> dict[str, int]:
+        """``source -> last committed segment index`` from the ingest log (every writer's)."""
+        return {r["source"]: int(r["last_segment_index"])
+                for r in self._scan("ingest_log", columns=["source", "last_segment_index"])}
+
+    def _slots(self, name: str) -> list[dict[str, Any]]:
+        """The gallery rows of ``name`` as identity sees them: segments' slots once committed."""
+        rows = self._scan(name)
+        if not any(r.get("source") for r in rows):
+            return rows
+        points = self._commit_points()
+        return [v for r in rows if (v := visible(r, points)) is not None]
 
     def _count_appended(self, rows: Sequence[dict[str, Any]], version: int | None) -> bool:
         """Add appended observation rows to the per-entity counts; False when the counts were dropped.
@@ -663,19 +697,19 @@ class MemoryStore:
 
     def face_gallery(self) -> list[GalleryFace]:
         """All face-gallery slots of this user (for identity matching)."""
-        return [_model_from_row(GalleryFace, r) for r in self._scan("gallery_face")]
+        return [_model_from_row(GalleryFace, r) for r in self._slots("gallery_face")]
 
     def body_gallery(self) -> list[GalleryBody]:
         """All body-gallery slots of this user (for re-identification)."""
-        return [_model_from_row(GalleryBody, r) for r in self._scan("gallery_body")]
+        return [_model_from_row(GalleryBody, r) for r in self._slots("gallery_body")]
 
     def voice_gallery(self) -> list[GalleryVoice]:
         """All voice-gallery slots of this user (speaker identification)."""
-        return [_model_from_row(GalleryVoice, r) for r in self._scan("gallery_voice")]
+        return [_model_from_row(GalleryVoice, r) for r in self._slots("gallery_voice")]
 
     def object_gallery(self) -> list[GalleryObject]:
         """All object-appearance slots of this user (object re-identification)."""
-        return [_model_from_row(GalleryObject, r) for r in self._scan("gallery_object")]
+        return [_model_from_row(GalleryObject, r) for r in self._slots("gallery_object")]
 
     def upsert_searchable(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
         """Insert or replace full rows of a searchable table, re-embedding their ``text`` (identity edits)."""
@@ -693,10 +727,21 @@ class MemoryStore:
     def reset_source(self, source: str) -> None:
         """Delete the traces, observations, key frames and resume point of ``source`` (a changed file).
 
-        Entities, their gallery slots, chapters and facts are kept: they outlive one file.
+        Entities, their gallery slots, chapters and facts are kept: they outlive one file. The
+        slots of its committed segments stop naming the source (they count without its resume
+        point); those of a segment that never committed are put back as they were.
         """
         self._states.pop(source, None)
         self._fresh_from.pop(source, None)
+        points = self._commit_points()
+        for name in GALLERY_TABLES:
+            rows = self._scan(name, f"source = {sql_literal(source)}")
+            shown = [visible(r, points) for r in rows]
+            self._upsert(name, [{**v, **({"source": None, "segment_index": None} if v["source"] == source else {}),
+                                 "prior": None} for v in shown if v is not None])
+            gone = [r["id"] for r, v in zip(rows, shown) if v is None]
+            if gone:
+                self.delete_rows(name, f"id IN {sql_in(gone)}")
         where = f"user_id = {sql_literal(self.user_id)} AND source = {sql_literal(source)}"
         for name in ("traces", "observations", "keyframes", "ingest_log"):
             table = self._table(name)

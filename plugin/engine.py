@@ -273,6 +273,8 @@ class Engine:
         return self.perception.status()
 
 
+#: tables whose change may change what a worker's identity service sees
+IDENTITY_TABLES = ("gallery_face", "gallery_body", "entities", "ingest_log")
 #: how often a worker sharing its store with other writers looks for their new faces and edits
 IDENTITY_POLL_S = 2.0
 
@@ -281,7 +283,9 @@ def identity_versions(store: MemoryStore, every_s: float = IDENTITY_POLL_S) -> C
     """The versions of the identity tables, re-read at most every ``every_s``.
 
     The identity service reloads its galleries when they change: faces other workers of the store
-    enrolled, and identity edits made anywhere (an object store has no epoch file beside it).
+    enrolled, and identity edits made anywhere (an object store has no epoch file beside it). The
+    ingest log is among them because a segment's slots count only once it commits there
+    (``memory/galleries.py``).
     """
     seen: list[Any] = [float("-inf"), None]
 
@@ -289,7 +293,7 @@ def identity_versions(store: MemoryStore, every_s: float = IDENTITY_POLL_S) -> C
         now = time.monotonic()
         if now - seen[0] >= every_s:
             seen[0] = now
-            seen[1] = tuple(store.table_version(t) for t in ("gallery_face", "gallery_body", "entities"))
+            seen[1] = tuple(store.table_version(t) for t in IDENTITY_TABLES)
         return seen[1]
 
     return stamp

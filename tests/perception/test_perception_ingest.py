@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memory import MemoryStore
+from memory.models import IngestState
 from perception import MediaError, PerceptionConfig
 from plugin.engine import Engine
 from tests.conftest import engine_for
@@ -98,6 +99,40 @@ def test_an_interrupted_ingest_resumed_equals_one_uninterrupted_run(tmp_path: Pa
         assert second.done and second.segments_skipped == 2
         assert second.segments_total == first.segments_written + second.segments_written
         assert _snapshot(twice.store) == expected
+
+
+def _decisions(store: MemoryStore) -> list[tuple[object, ...]]:
+    return sorted((r["segment_index"], r["entity_id"], r["action"], r["score"], r["evidence_json"])
+                  for r in store.scan_rows("identity_decisions"))
+
+
+@pytest.mark.slow
+def test_a_process_killed_between_a_segments_gallery_and_its_resume_point_resumes_exactly(
+        tmp_path: Path, clip: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _engine(tmp_path / "once") as once:
+        once.ingest_file(clip)
+        expected, decisions = _snapshot(once.store), _decisions(once.store)
+    # the last segment that creates people (after one that is committed): its faces must be new again on resume
+    crashed_at = max(i for i, _, action, _, _ in decisions if action == "new" and i >= 1)
+
+    with _engine(tmp_path / "twice") as twice:
+        original = twice.store._write_state
+
+        def killed_before_resume_point(state: IngestState) -> None:
+            if state.last_segment_index == crashed_at:
+                raise OSError("killed")  # every other table of the segment is written by now
+            original(state)
+
+        monkeypatch.setattr(twice.store, "_write_state", killed_before_resume_point)
+        with pytest.raises(OSError, match="killed"):
+            twice.ingest_file(clip)
+        written = {r["id"] for r in twice.store.scan_rows("gallery_face", f"segment_index = {crashed_at}")}
+        assert written and not written & {g.id for g in twice.store.face_gallery()}
+    with _engine(tmp_path / "twice") as resumed:
+        report = resumed.ingest_file(clip)
+        assert report.done and report.segments_skipped == crashed_at
+        assert _snapshot(resumed.store) == expected
+        assert _decisions(resumed.store) == decisions
 
 
 @pytest.mark.slow
