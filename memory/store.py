@@ -514,9 +514,10 @@ class MemoryStore:
         ent_rows = [{**e.model_dump(), "text": texts[1 + n_obs + i], "vector": vectors[1 + n_obs + i]}
                     for i, e in enumerate(seg.entities)]
         self._upsert("entities", ent_rows)
-        for name, slots in (("gallery_face", seg.gallery_faces), ("gallery_body", seg.gallery_bodies),
-                            ("gallery_voice", seg.gallery_voices), ("gallery_object", seg.gallery_objects)):
-            self._write_slots(name, seg, [s.model_dump() for s in slots], rewrite)
+        if not seg.enrichment:  # the second write of a live_latency segment never touches identity
+            for name, slots in (("gallery_face", seg.gallery_faces), ("gallery_body", seg.gallery_bodies),
+                                ("gallery_voice", seg.gallery_voices), ("gallery_object", seg.gallery_objects)):
+                self._write_slots(name, seg, [s.model_dump() for s in slots], rewrite)
         put("identity_decisions", [d.model_dump() for d in seg.decisions])  # ids name the segment
         put("keyframes", [k.model_dump() for k in seg.keyframes])
         if rewrite:

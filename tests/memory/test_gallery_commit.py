@@ -75,6 +75,14 @@ def test_a_rerun_that_writes_the_same_slot_again_keeps_the_content_from_before_t
     assert seen(store) == {"gal_a": ("person_0001", 0.7)}
 
 
+def test_the_enrichment_write_of_a_live_latency_segment_leaves_its_slots_alone(store: MemoryStore) -> None:
+    first = with_slots(0, [face("gal_a", "person_0001", 0.1)], [GalleryVoice(id="gv_a", entity_id="person_0001",
+                                                                             embedding=[1.0, 0.0], quality=0.9)])
+    store.write_segment(first)
+    store.write_segment(first.model_copy(update={"gallery_faces": [], "enrichment": True}))
+    assert seen(store) == {"gal_a": ("person_0001", 0.1)} and len(store.voice_gallery()) == 1
+
+
 def test_voice_slots_follow_the_same_rule(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     voice = GalleryVoice(id="gv_a", entity_id="person_0001", embedding=[1.0, 0.0], quality=0.9)
     crash_before_resume_point(store, monkeypatch, with_slots(0, [], [voice]))
