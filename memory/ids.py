@@ -11,8 +11,9 @@ An allocation can carry a *claim key* (for the resolver: source, segment and fac
 id given for a key is recorded in the same table, so a segment re-run after a crash gets the same
 ids again instead of leaving orphaned entities behind.
 
-Row layout (``id`` column): ``counter:<kind>`` rows hold ``value`` (the highest number handed out);
-``claim:<key>`` rows hold ``entity_id``.
+Row layout (``id`` column): ``counter:<kind>`` rows hold ``value`` (the highest number handed out)
+and, in ``entity_id``, a random stamp renewed by every write of the row; ``claim:<key>`` rows hold
+``entity_id``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable
 
 import lancedb
@@ -97,17 +99,28 @@ class IdAllocator:
         for attempt in range(_MAX_ATTEMPTS):
             rows = self._rows(f"id = {sql_literal(counter)}")
             if not rows:
-                self._insert({"id": counter, "kind": kind, "value": self._seed(kind), "entity_id": None})
+                self._insert({"id": counter, "kind": kind, "value": self._seed(kind), "entity_id": uuid.uuid4().hex})
                 continue  # ours or a concurrent writer's seed: read it back either way
-            # Two processes that find no counter may both seed it: the rows then move together
-            # (every update sets all rows holding the highest value), and a lower one is stale.
+            # Two processes that find no counter may both seed it, so there can be several counter rows.
+            # The counter is their highest value; an update moves every row at that value that this
+            # process read, named by the stamp each row got at its last write. It counts only if it moved
+            # all of them: a row another writer advanced meanwhile has a new stamp, and a merge that
+            # LanceDB re-runs on that writer's commit then moves fewer rows (or none), so the number
+            # read here may have been handed out and is not used. Rows this process never saw (a late
+            # seed) stay behind at a lower value, which the highest one outranks.
             current = max(int(r["value"]) for r in rows)  # type: ignore[arg-type]
+            top = [r for r in rows if int(r["value"]) == current]  # type: ignore[arg-type]
+            stamps = [str(r["entity_id"]) for r in top if r["entity_id"]]
+            seen = [f"target.entity_id IN ({', '.join(sql_literal(s) for s in stamps)})"] if stamps else []
+            if len(stamps) < len(top):
+                seen.append("target.entity_id IS NULL")  # rows written before counters were stamped
             data = pa.Table.from_pylist([{"user_id": self._user, "id": counter, "kind": kind, "value": current + 1,
-                                          "entity_id": None, "created_at": time.time()}], schema=self._table.schema)
-            result = (self._table.merge_insert(["user_id", "id"])
-                      .when_matched_update_all(where=f"target.value = {current}").execute(data))
+                                          "entity_id": uuid.uuid4().hex, "created_at": time.time()}],
+                                        schema=self._table.schema)
+            where = f"target.value = {current} AND ({' OR '.join(seen)})"
+            result = self._table.merge_insert(["user_id", "id"]).when_matched_update_all(where=where).execute(data)
             self._written()
-            if int(result.num_updated_rows) >= 1:
+            if int(result.num_updated_rows) == len(top):
                 return current + 1
             time.sleep(min(0.001 * (attempt + 1), 0.05))  # another writer advanced it: read again
         raise MemoryStoreError(f"could not allocate a new {kind} id after {_MAX_ATTEMPTS} attempts; "
