@@ -168,6 +168,21 @@ def test_two_writers_that_both_seeded_the_id_counter_still_allocate_unique_ids(s
     assert ids == ["person_0004", "person_0005", "person_0006"]
 
 
+def test_stamped_counter_rows_move_together_and_a_late_seed_stays_behind(store_path: Path) -> None:
+    import pyarrow as pa
+
+    with MemoryStore(str(store_path), HashEmbedder(64)) as store:
+        table = store._db.open_table("id_alloc")
+        seeds = [{"user_id": store.user_id, "id": "counter:person", "kind": "person", "value": n, "entity_id": stamp,
+                  "created_at": 0.0} for n, stamp in ((3, "a"), (3, "b"), (0, "late"))]
+        table.add(pa.Table.from_pylist(seeds, schema=table.schema))
+        ids = [store.next_entity_id("person") for _ in range(3)]
+        rows = sorted((r["value"], r["entity_id"]) for r in store.scan_rows("id_alloc"))
+    assert ids == ["person_0004", "person_0005", "person_0006"]
+    assert rows[0] == (0, "late") and rows[1][0] == rows[2][0] == 6
+    assert isinstance(rows[1][1], str) and rows[1][1] == rows[2][1] not in ("a", "b")  # renewed by every write
+
+
 def test_entities_list_get_follow_merges_and_number_new_ids(filled: MemoryStore) -> None:
     assert [e.id for e in filled.list_entities()] == ["person_0001", "person_0002"]
     assert [e.id for e in filled.list_entities(limit=1, offset=1)] == ["person_0002"]
