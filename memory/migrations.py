@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from .cards import CARD_COLUMN, CARD_COLUMNS, card_sql
 from .errors import SchemaVersionError
+from .galleries import GALLERY_TABLES
 from .schema import (
     CAMERA_CONTEXT_V4_COLUMNS,
     FACT_V4_COLUMNS,
@@ -156,5 +157,5 @@ def cards_with_quotes(ctx: MigrationContext) -> None:
 def gallery_segments(ctx: MigrationContext) -> None:
     """Every gallery slot names the segment that wrote it and the content it replaced (``memory/galleries.py``);
     slots stored before name none and always count."""
-    for name in ("gallery_face", "gallery_body", "gallery_voice", "gallery_object"):
+    for name in GALLERY_TABLES:
         _add_null_columns(ctx.db.open_table(name), GALLERY_V10_COLUMNS)

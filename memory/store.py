@@ -549,9 +549,12 @@ class MemoryStore:
 
     def _restore_slots(self, name: str, rows: list[dict[str, Any]]) -> None:
         """Put gallery slots back as they were before their (uncommitted) segment wrote them."""
-        back = [restored(r) for r in rows]
-        self._upsert(name, [r for r in back if r is not None])
-        gone = [r["id"] for r, b in zip(rows, back) if b is None]
+        self._replace_slots(name, rows, [restored(r) for r in rows])
+
+    def _replace_slots(self, name: str, rows: list[dict[str, Any]], new: list[dict[str, Any] | None]) -> None:
+        """Write ``new[i]`` in place of ``rows[i]``; a ``None`` deletes that row."""
+        self._upsert(name, [r for r in new if r is not None])
+        gone = [r["id"] for r, n in zip(rows, new) if n is None]
         if gone:
             self.delete_rows(name, f"id IN {sql_in(gone)}")
 
@@ -738,11 +741,10 @@ class MemoryStore:
         for name in GALLERY_TABLES:
             rows = self._scan(name, f"source = {sql_literal(source)}")
             shown = [visible(r, points) for r in rows]
-            self._upsert(name, [{**v, **({"source": None, "segment_index": None} if v["source"] == source else {}),
-                                 "prior": None} for v in shown if v is not None])
-            gone = [r["id"] for r, v in zip(rows, shown) if v is None]
-            if gone:
-                self.delete_rows(name, f"id IN {sql_in(gone)}")
+            self._replace_slots(name, rows, [
+                None if v is None else
+                {**v, **({"source": None, "segment_index": None} if v["source"] == source else {}), "prior": None}
+                for v in shown])
         where = f"user_id = {sql_literal(self.user_id)} AND source = {sql_literal(source)}"
         for name in ("traces", "observations", "keyframes", "ingest_log"):
             table = self._table(name)
