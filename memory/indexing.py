@@ -15,7 +15,10 @@ keeps both parts small:
   vector and full-text prefilters 30 ms each as a scan, 4 ms through the index.
 * **Freshness** — a maintenance pass (:func:`maintain_table`: tiered compaction, folding new rows into
   both indexes, dropping old versions) runs when a table has :attr:`IndexPolicy.unindexed_max` rows
-  outside its indexes, or at the latest :attr:`IndexPolicy.interval_s` after the first such row. A
+  outside its indexes, after :attr:`IndexPolicy.compact_every` writes, or at the latest
+  :attr:`IndexPolicy.interval_s` after the first such row. Between passes, every
+  :attr:`IndexPolicy.cleanup_every` writes of a table delete its old versions (reads and commits cost
+  per version kept and per fragment, so both are bounded by writes, not only by time). A
   forced pass (:meth:`IndexMaintainer.run_once` with ``force``) compacts a table left in small
   fragments completely: reading a search's candidates by row id costs per fragment touched.
 * **Tiered compaction** — every write leaves a fragment of its own. LanceDB's ``optimize()`` merges
@@ -46,7 +49,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IndexMaintainer", "IndexPolicy", "IndexState", "compaction_target", "ensure_fts", "maintain_table",
+__all__ = ["IndexMaintainer", "IndexPolicy", "IndexState", "compaction_target", "drop_old_versions", "ensure_fts", "maintain_table",
            "table_index_state"]
 
 
@@ -72,6 +75,24 @@ class IndexPolicy:
     compaction_tiers: tuple[int, ...] = (4_096, 32_768, 262_144, 1_048_576)
     #: fragments of a tier that are merged up into the next one together
     compaction_fan_in: int = 8
+    #: Every write leaves a table version. Old ones are deleted except the newest ``keep_versions`` and
+    #: any younger than ``keep_versions_for_s``: by each compaction (the maintainer's and
+    #: ``MemoryStore.optimize()``) and by the maintainer every ``cleanup_every`` writes of a table.
+    #: Without cleanup a stream's store grew by its write amplification (about 2 GB per camera-hour).
+    #: The count matters as much as the bytes: with ``read_consistency_interval=0`` every read and
+    #: write of a table first finds its latest version, at a cost that grows with the versions on disk
+    #: (0.5 ms a call at 50, 1.4 ms at 300, 7.8 ms at 1,000), and a segment makes dozens of such calls.
+    #: A time window alone keeps as many versions as the write rate fills it with (eight cameras, or a
+    #: file ingested faster than real time, write many times a second). Ten seconds still lets a reader
+    #: that opened an older version finish (a search takes milliseconds); crash recovery needs only
+    #: the latest (``ingest_log`` is written last).
+    keep_versions: int = 32
+    keep_versions_for_s: float = 10.0
+    cleanup_every: int = 32
+    #: writes of a table after which it is compacted without waiting for ``interval_s``: every write
+    #: leaves a fragment, and each read and commit costs per fragment (a store written many times a
+    #: second, by many cameras or a file read faster than real time, would gather hundreds)
+    compact_every: int = 64
 
 
 @dataclass
@@ -131,11 +152,10 @@ def small_fragments(table: Any) -> int:
     return int(table.stats()["fragment_stats"]["num_small_fragments"])
 
 
-#: table versions older than this are deleted by each compaction (the maintainer's and ``MemoryStore.optimize()``). Every write leaves a
-#: version, so without cleanup a stream's store grew by its write amplification (about 2 GB per
-#: camera-hour) and its versions without bound; a minute still lets a reader that opened an
-#: older version finish, and crash recovery needs only the latest (``ingest_log`` is written last).
-KEEP_VERSIONS_FOR = timedelta(minutes=1)
+def drop_old_versions(dataset: Any, policy: IndexPolicy) -> int:
+    """Delete the versions of a Lance dataset past both of the policy's limits; returns how many went."""
+    return int(dataset.cleanup_old_versions(older_than=timedelta(seconds=policy.keep_versions_for_s),
+                                            retain_versions=policy.keep_versions).old_versions)
 
 
 def compaction_target(fragment_rows: Sequence[int], tiers: Sequence[int], fan_in: int) -> int | None:
@@ -178,8 +198,7 @@ def _maintenance_session() -> Any:
 
 def maintain_table(table: Any, policy: IndexPolicy, full: bool = False) -> int | None:
     """Compact ``table`` by the policy's tiers (``full``: everything under Lance's target, as
-    ``optimize()`` does), fold new rows into its indexes and delete versions older than
-    :data:`KEEP_VERSIONS_FOR`.
+    ``optimize()`` does), fold new rows into its indexes and delete old versions (:func:`drop_old_versions`).
 
     Returns the tier compacted up to (None when no compaction was needed). Raises what Lance raises;
     :func:`is_commit_conflict` tells a concurrent writer's commit apart.
@@ -191,7 +210,7 @@ def maintain_table(table: Any, policy: IndexPolicy, full: bool = False) -> int |
     if target is not None:  # commits, and moves ``dataset`` to the compacted version
         dataset.optimize.compact_files(target_rows_per_fragment=target)
     dataset.optimize.optimize_indices()
-    dataset.cleanup_old_versions(older_than=KEEP_VERSIONS_FOR)
+    drop_old_versions(dataset, policy)
     return target
 
 
@@ -217,6 +236,8 @@ def _committed(name: str, action: Callable[[], object], lock: threading.Lock) ->
 class _Pending:
     since: float | None = None
     trained_rows: int = 0
+    writes: int = 0  # since the table was last compacted
+    cleaned: int = 0  # ``writes`` when its old versions were last deleted
 
 
 @dataclass
@@ -265,6 +286,7 @@ class IndexMaintainer:
         pending = self._pending.setdefault(table, _Pending())
         if pending.since is None:
             pending.since = time.monotonic()
+        pending.writes += 1
         self._wake.set()
 
     def _loop(self) -> None:
@@ -307,6 +329,12 @@ class IndexMaintainer:
             if self._stop.is_set() and not force:
                 break
             pending = self._pending.setdefault(name, _Pending())
+            if pending.writes - pending.cleaned >= self.policy.cleanup_every:
+                pending.cleaned = pending.writes
+                try:  # deleting versions commits nothing, so no writer can refuse it
+                    drop_old_versions(table.to_lance(session=_maintenance_session()), self.policy)
+                except (RuntimeError, OSError) as exc:  # another process cleaning up the same files
+                    logger.info("old versions of %s left for the next pass: %s", name, exc)
             if pending.since is None and not force:
                 continue  # not written since it was last brought up to date
             state = table_index_state(table)
@@ -332,7 +360,8 @@ class IndexMaintainer:
                 state = table_index_state(table)
             elif state.vector and not pending.trained_rows:
                 pending.trained_rows = state.rows
-            overdue = pending.since is not None and now - pending.since >= self.policy.interval_s
+            overdue = pending.since is not None and (now - pending.since >= self.policy.interval_s
+                                                     or pending.writes >= self.policy.compact_every)
             # tables without indexes still gather one fragment per write: compact them on the same schedule
             stale = state.unindexed if search else (pending.since is not None and (force or overdue))
             if force and not stale:  # a forced pass also leaves the table compact (row reads touch every fragment)
@@ -342,6 +371,7 @@ class IndexMaintainer:
                     continue
                 self.optimizes += 1
                 pending.since = None
+                pending.writes = pending.cleaned = 0
                 state = table_index_state(table)
             elif not state.unindexed and (search or force):
                 pending.since = None

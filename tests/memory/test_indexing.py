@@ -135,3 +135,38 @@ def test_a_stream_of_small_writes_is_compacted_by_tiers_without_rewriting_old_fr
         assert len(fragments) <= 4 and state.unindexed == 0 and state.rows == 640
         hits = store.search("segment 630 with a bicycle number 630", limit=3)
         assert hits[0].text == "segment 630 with a bicycle number 630"
+
+
+def test_a_table_written_many_times_a_second_keeps_few_versions_and_fragments(tmp_path: Path) -> None:
+    # a store written faster than the time-based schedule (many cameras, a file read faster than real
+    # time): old versions are deleted every few writes and the table is compacted every few dozen, so
+    # each read and commit, which costs per version and per fragment, stays as cheap as at the start
+    policy = IndexPolicy(vector_min_rows=10**9, scalar_min_rows=10**9, unindexed_max=10**9, interval_s=3600,
+                         check_every_s=3600, keep_versions=8, keep_versions_for_s=0.0, cleanup_every=8,
+                         compact_every=40)
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), index_policy=policy) as store:
+        traces = store._table("traces")
+        for i in range(200):
+            _append(store, 1, start=i)
+            if i % 10 == 9:
+                store.maintain_indexes(force=False)
+                assert len(traces.list_versions()) <= 8 + 10 + 2  # kept, written since, compaction's own
+                assert len(traces.to_lance().get_fragments()) <= 40 + 10
+        assert store.count_traces() == 200
+        hits = store.search("segment 199 with a bicycle number 199", limit=3)
+        assert hits[0].text == "segment 199 with a bicycle number 199"
+
+
+def test_recent_versions_are_kept_for_readers_whatever_the_write_rate(tmp_path: Path) -> None:
+    policy = IndexPolicy(vector_min_rows=10**9, scalar_min_rows=10**9, unindexed_max=10**9, interval_s=3600,
+                         check_every_s=3600, keep_versions=4, keep_versions_for_s=600.0, cleanup_every=4,
+                         compact_every=10**9)
+    with MemoryStore(str(tmp_path / "m"), HashEmbedder(16), index_policy=policy) as store:
+        traces = store._table("traces")
+        first = traces.version
+        for i in range(30):
+            _append(store, 1, start=i)
+            if i % 10 == 9:
+                store.maintain_indexes(force=False)
+        assert len(traces.list_versions()) >= 30  # all younger than the window
+        assert traces.to_lance().checkout_version(first + 1).count_rows() == 1  # an older reader can still read
