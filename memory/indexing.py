@@ -49,8 +49,8 @@ from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IndexMaintainer", "IndexPolicy", "IndexState", "compaction_target", "drop_old_versions", "ensure_fts", "maintain_table",
-           "table_index_state"]
+__all__ = ["IndexMaintainer", "IndexPolicy", "IndexState", "compaction_target", "drop_old_versions", "ensure_fts",
+           "maintain_table", "table_index_state"]
 
 
 @dataclass(frozen=True)
@@ -329,52 +329,60 @@ class IndexMaintainer:
             if self._stop.is_set() and not force:
                 break
             pending = self._pending.setdefault(name, _Pending())
+            state = self._bring_up_to_date(name, table, pending, force, now)
+            if state is not None:
+                states[name] = state
+            # a compaction above deleted old versions and reset the count; between compactions:
             if pending.writes - pending.cleaned >= self.policy.cleanup_every:
                 pending.cleaned = pending.writes
                 try:  # deleting versions commits nothing, so no writer can refuse it
                     drop_old_versions(table.to_lance(session=_maintenance_session()), self.policy)
                 except (RuntimeError, OSError) as exc:  # another process cleaning up the same files
                     logger.info("old versions of %s left for the next pass: %s", name, exc)
-            if pending.since is None and not force:
-                continue  # not written since it was last brought up to date
-            state = table_index_state(table)
-            search = name in self.searchable
-            if search and not state.fts:
-                ensure_fts(table)
-            if state.rows >= self.policy.scalar_min_rows:
-                names = set(table.schema.names)
-                for column, kind in SCALAR_INDEXES:
-                    if column in names and column not in state.scalar and _committed(
-                            name, lambda: table.create_index(column, config=kind(), replace=True), self.lock):
-                        logger.info("%s index on %s.%s built", kind.__name__, name, column)
-            grown = pending.trained_rows and state.rows >= self.policy.retrain_growth * pending.trained_rows
-            if search and state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
-                t0 = time.perf_counter()
-                if not _committed(name, lambda: table.create_index("vector", config=vector_config(state.rows),
-                                                                   replace=True), self.lock):
-                    continue
-                pending.trained_rows = state.rows
-                self.builds += 1
-                logger.info("vector index of %s built over %d rows in %.1f s", name, state.rows,
-                            time.perf_counter() - t0)
-                state = table_index_state(table)
-            elif state.vector and not pending.trained_rows:
-                pending.trained_rows = state.rows
-            overdue = pending.since is not None and (now - pending.since >= self.policy.interval_s
-                                                     or pending.writes >= self.policy.compact_every)
-            # tables without indexes still gather one fragment per write: compact them on the same schedule
-            stale = state.unindexed if search else (pending.since is not None and (force or overdue))
-            if force and not stale:  # a forced pass also leaves the table compact (row reads touch every fragment)
-                stale = small_fragments(table) > 1
-            if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
-                if not _committed(name, lambda: maintain_table(table, self.policy, full=force), self.lock):
-                    continue
-                self.optimizes += 1
-                pending.since = None
-                pending.writes = pending.cleaned = 0
-                state = table_index_state(table)
-            elif not state.unindexed and (search or force):
-                pending.since = None
-            state.vector_trained_rows = pending.trained_rows
-            states[name] = state
         return states
+
+    def _bring_up_to_date(self, name: str, table: Any, pending: _Pending, force: bool,
+                          now: float) -> IndexState | None:
+        """Build, retrain or refresh one table's indexes as the policy asks; None when it was left alone."""
+        if pending.since is None and not force:
+            return None  # not written since it was last brought up to date
+        state = table_index_state(table)
+        search = name in self.searchable
+        if search and not state.fts:
+            ensure_fts(table)
+        if state.rows >= self.policy.scalar_min_rows:
+            names = set(table.schema.names)
+            for column, kind in SCALAR_INDEXES:
+                if column in names and column not in state.scalar and _committed(
+                        name, lambda: table.create_index(column, config=kind(), replace=True), self.lock):
+                    logger.info("%s index on %s.%s built", kind.__name__, name, column)
+        grown = pending.trained_rows and state.rows >= self.policy.retrain_growth * pending.trained_rows
+        if search and state.rows >= self.policy.vector_min_rows and (not state.vector or grown):
+            t0 = time.perf_counter()
+            if not _committed(name, lambda: table.create_index("vector", config=vector_config(state.rows),
+                                                               replace=True), self.lock):
+                return None
+            pending.trained_rows = state.rows
+            self.builds += 1
+            logger.info("vector index of %s built over %d rows in %.1f s", name, state.rows,
+                        time.perf_counter() - t0)
+            state = table_index_state(table)
+        elif state.vector and not pending.trained_rows:
+            pending.trained_rows = state.rows
+        overdue = pending.since is not None and (now - pending.since >= self.policy.interval_s
+                                                 or pending.writes >= self.policy.compact_every)
+        # tables without indexes still gather one fragment per write: compact them on the same schedule
+        stale = state.unindexed if search else (pending.since is not None and (force or overdue))
+        if force and not stale:  # a forced pass also leaves the table compact (row reads touch every fragment)
+            stale = small_fragments(table) > 1
+        if stale and (force or not search or state.unindexed >= self.policy.unindexed_max or overdue):
+            if not _committed(name, lambda: maintain_table(table, self.policy, full=force), self.lock):
+                return None
+            self.optimizes += 1
+            pending.since = None
+            pending.writes = pending.cleaned = 0
+            state = table_index_state(table)
+        elif not state.unindexed and (search or force):
+            pending.since = None
+        state.vector_trained_rows = pending.trained_rows
+        return state
