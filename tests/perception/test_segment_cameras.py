@@ -1,0 +1,52 @@
+"""Segmentation on what real cameras record: still scenes under flicker, key-frame pulsing, daylight drift and
+sensor noise are one segment per ``max_still_segment_s``; real changes (shot changes, a photograph appearing,
+someone walking in) still cut where they happen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perception.drivers.ingest import segmenter_for
+from perception.media.video import iter_frames, probe
+from perception.segmenting.segment import Segment
+from perception.settings import PerceptionConfig
+from tests.perception.camera_clips import camera_clip
+from tests.perception.conftest import HAMILTON
+
+#: the boundaries (segment starts after the first) the default settings gave the Hamilton clip before the
+#: segmenter measured change on content normalised for brightness: three shot changes, then the close-up's
+#: motion settling (the segment that opens on the last shot change starts "moving" and is still for 1 s)
+HAMILTON_SHOT_CHANGES = (1.519, 3.755, 8.026)
+HAMILTON_BOUNDARIES = (*HAMILTON_SHOT_CHANGES, 9.26)
+#: half a sampling step at 4 fps
+TOLERANCE_S = 0.13
+
+
+def segments(path: Path, **settings: object) -> list[Segment]:
+    """The segments ``reflectworld ingest`` cuts ``path`` into (default settings unless given)."""
+    config = PerceptionConfig(**settings)  # type: ignore[arg-type]
+    info = probe(path)
+    return list(segmenter_for(config).segments(iter_frames(path, config.sample_fps),
+                                               end_t=info.start_s + info.duration_s))
+
+
+def boundaries(segs: list[Segment]) -> list[float]:
+    return [s.t_start for s in segs[1:]]
+
+
+def test_the_hamilton_clip_is_cut_at_the_same_times_as_before() -> None:
+    segs = segments(HAMILTON)
+    assert boundaries(segs) == pytest.approx(list(HAMILTON_BOUNDARIES), abs=TOLERANCE_S)
+    threshold = PerceptionConfig().scene_threshold
+    assert [s.cut_score >= threshold for s in segs[1:]] == [True, True, True, False]
+
+
+def test_someone_walking_into_an_empty_room_cuts_when_they_enter_and_when_they_stop(tmp_path: Path) -> None:
+    clip = camera_clip(tmp_path / "enter.mp4", "enter", seconds=12.0, event_s=4.0)
+    cuts = boundaries(segments(clip, max_segment_s=10.0))
+    # they enter at 4.0 s and stop at ~5.4 s; the segment ends after motion_hold_s of stillness
+    assert cuts[0] == pytest.approx(4.0, abs=0.3)
+    assert cuts[1] == pytest.approx(6.8, abs=0.6)
+    assert len(cuts) == 2
