@@ -1,14 +1,17 @@
 """Cut a stream of sampled frames into segments at scene changes, motion changes and speech turns.
 
-A cut happens before a frame whose HSV hue/saturation histogram differs from the previous
-frame's by at least ``threshold`` (Bhattacharyya distance, 0 = identical, 1 = disjoint), provided
-the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
+Change is measured on content normalised for what cameras do on their own (global brightness flicker,
+daylight drift, sensor noise, key-frame pulsing; see :mod:`perception.segmenting.change`). A cut happens
+before a frame whose scene change from the previous frame (the HSV hue/saturation histogram distance,
+0 = identical, 1 = disjoint, confirmed by a change of gain/offset-normalised structure) is at least
+``threshold``, provided the current segment is already ``min_s`` long; a segment that reaches ``max_s`` is cut
 regardless (a segment in which nothing has moved and nobody has spoken runs up to ``max_still_s``:
 a still, quiet camera writes a few long segments instead of many identical short ones, each keeping
-at most :data:`QUIET_FRAMES` frames spread over it). Motion is a boundary too: each segment starts in a motion state (moving or still,
-from the mean grey-level difference of its first frame to the one before). A still segment is cut
-at the first frame that moves ("someone walks into an empty room" starts a segment of its own); a
-moving one is cut once the frames have been still for ``motion_hold_s`` ("everything stopped"). A speech turn starting or
+at most :data:`QUIET_FRAMES` frames spread over it). Motion is a boundary too: each segment starts in a motion
+state (moving or still, from the grey-level change of its first frame against the one before). A still
+segment is cut at the first frame whose change clears the motion threshold by the frame's noise floor
+("someone walks into an empty room" starts a segment of its own); a moving one is cut once the change has
+stayed below the threshold for ``motion_hold_s`` ("everything stopped"). A speech turn starting or
 ending is a boundary as well. The segmenter's state resets at every cut, so segmentation that restarts at a
 segment's first frame (a resumed ingest) reproduces the same later segments. Only the last
 segment of a stream may be shorter than ``min_s``.
@@ -21,10 +24,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import cv2
 import numpy as np
 
 from perception.media.video import Frame, grey_thumbnail
+from perception.segmenting.change import (
+    Signature,
+    colour_histogram,
+    frame_distance,
+    motion_between,
+    motion_measure,
+    scene_change,
+    signature,
+)
 from perception.settings import DEFAULT_MOTION_THRESHOLD, DEFAULT_SCENE_THRESHOLD
 
 __all__ = ["DEFAULT_MOTION_THRESHOLD", "DEFAULT_SCENE_THRESHOLD", "Segment", "Segmenter", "colour_histogram",
@@ -48,8 +59,9 @@ class Segment:
     t_start: float
     t_end: float
     frames: list[Frame] = field(default_factory=list)
-    #: histogram distance between this segment's first frame and the frame before it
-    #: (0.0 at the start of a stream); at least the threshold for a scene cut
+    #: scene change between this segment's first frame and the frame before it (the histogram distance,
+    #: scaled down when the structure did not change; 0.0 at the start of a stream); at least the
+    #: threshold for a scene cut
     cut_score: float = 0.0
     #: the segment's audio, 16 kHz mono float32 (``None`` when the source has no audio or the
     #: driver only measured it)
@@ -70,25 +82,6 @@ class Segment:
     def duration(self) -> float:
         """Length in media seconds."""
         return self.t_end - self.t_start
-
-
-def colour_histogram(image_bgr: np.ndarray) -> np.ndarray:
-    """Return the L1-normalised 16×8 hue/saturation histogram of a BGR image."""
-    small = cv2.resize(image_bgr, (160, 90), interpolation=cv2.INTER_AREA)
-    hsv = cv2.cvtColor(small, cv2.COLOR_BGR2HSV)
-    hist = cv2.calcHist([hsv], [0, 1], None, [16, 8], [0, 180, 0, 256])
-    cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
-    return hist
-
-
-def motion_between(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean absolute difference of two :func:`grey_thumbnail` images."""
-    return float(np.abs(a - b).mean())
-
-
-def frame_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Bhattacharyya distance between two histograms from :func:`colour_histogram`."""
-    return float(cv2.compareHist(a, b, cv2.HISTCMP_BHATTACHARYYA))
 
 
 class Segmenter:
@@ -122,11 +115,10 @@ class Segmenter:
         self.threshold = threshold
         self._next_index = first_index
         self._current: Segment | None = None
-        self._prev_hist: np.ndarray | None = None
+        self._prev: Signature | None = None
         self._prev_speech: bool | None = None
         self.motion_threshold = motion_threshold
         self.motion_hold_s = motion_hold_s
-        self._prev_grey: np.ndarray | None = None
         self._moving: bool | None = None  # the current segment's motion state
         self._changed_at: float | None = None  # when the frames left that state
         self.max_still_s = max(max_s, max_still_s) if max_still_s is not None and motion_threshold is not None else max_s
@@ -135,19 +127,34 @@ class Segmenter:
         self._every = 1  # the current segment keeps every this many frames (a long still one: more than 1)
         self._last: tuple[float, float] | None = None  # (time, step) of the last frame fed to a thinned segment
 
-    def _motion_turn(self, frame: Frame, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
-        """Track the segment's motion state; True when the other state has lasted ``motion_hold_s``."""
-        if self.motion_threshold is None or prev_grey is None or grey is None:
+    def _motion(self, prev: Signature | None, sig: Signature) -> tuple[float, float] | None:
+        """``(change, noise floor)`` of this frame against the one before (``None``: unknown or no motion cuts)."""
+        if self.motion_threshold is None or prev is None:
+            return None
+        return motion_measure(prev.grey, sig.grey)
+
+    def _motion_turn(self, frame: Frame, motion: tuple[float, float] | None) -> bool:
+        """Track the segment's motion state; True when it should turn (see the module docstring).
+
+        The first frame sets the state (moving when its change reaches the threshold). A still segment
+        turns at once when a change clears the threshold by the frame's noise floor (something moved in a
+        part of the picture); a moving one turns when the change has stayed below the threshold for
+        ``motion_hold_s``.
+        """
+        if motion is None:
             return False
-        moving = motion_between(prev_grey, grey) >= self.motion_threshold
+        change, floor = motion
+        threshold = self.motion_threshold
+        assert threshold is not None
         if self._moving is None:
-            self._moving = moving
+            self._moving = change >= threshold
             return False
-        if moving == self._moving:
+        if not self._moving:  # something started to move: a boundary at once (someone walks in)
+            self._changed_at = None
+            return change >= threshold + floor
+        if change >= threshold:
             self._changed_at = None
             return False
-        if moving:  # something started to move: a boundary at once (someone walks in)
-            return True
         if self._changed_at is None:
             self._changed_at = frame.t
         return frame.t - self._changed_at >= self.motion_hold_s - _EPS
@@ -158,29 +165,29 @@ class Segmenter:
         ``speech`` is the voice-activity state at the frame (``None``: unknown). A speech turn
         starting or ending is a natural boundary too, once the segment is ``min_s`` long.
         """
-        hist = colour_histogram(frame.image_bgr)
-        prev_hist, self._prev_hist = self._prev_hist, hist
+        sig = signature(frame.image_bgr)
+        prev, self._prev = self._prev, sig
         prev_speech, self._prev_speech = self._prev_speech, speech
-        grey = grey_thumbnail(frame.image_bgr) if self.motion_threshold is not None else None
-        prev_grey, self._prev_grey = self._prev_grey, grey
+        motion = self._motion(prev, sig)
         current = self._current
         if current is None:
-            self._start(frame, 0.0 if prev_hist is None else frame_distance(prev_hist, hist))
-            self._motion_turn(frame, prev_grey, grey)
-            self._quiet = not speech and self._still(prev_grey, grey)
+            self._start(frame, 0.0 if prev is None else scene_change(prev, sig))
+            self._motion_turn(frame, motion)
+            self._quiet = not speech and self._still(motion)
             return None
+        assert prev is not None
         length = frame.t - current.t_start
-        score = frame_distance(prev_hist, hist)
+        score = scene_change(prev, sig)
         turn = speech is not None and prev_speech is not None and speech != prev_speech
         long_enough = length >= self.min_s - _EPS
-        self._quiet = self._quiet and not speech and self._still(prev_grey, grey)
+        self._quiet = self._quiet and not speech and self._still(motion)
         cut = length >= self._limit() - _EPS or (long_enough and (score >= self.threshold or turn))
-        if not cut and self._motion_turn(frame, prev_grey, grey) and long_enough:
+        if not cut and self._motion_turn(frame, motion) and long_enough:
             cut = True
         if cut:
             closed = self._cut(frame, score)
-            self._motion_turn(frame, prev_grey, grey)  # the new segment's motion state, from its first frame
-            self._quiet = not speech and self._still(prev_grey, grey)
+            self._motion_turn(frame, motion)  # the new segment's motion state, from its first frame
+            self._quiet = not speech and self._still(motion)
             return closed
         self._fed += 1
         prev_t = current.frames[-1].t if self._last is None else self._last[0]
@@ -201,9 +208,8 @@ class Segmenter:
         """
         if self._current is not None:
             raise RuntimeError("prime() must come before the first feed()")
-        self._prev_hist = colour_histogram(frame.image_bgr)
+        self._prev = signature(frame.image_bgr)
         self._prev_speech = speech
-        self._prev_grey = grey_thumbnail(frame.image_bgr) if self.motion_threshold is not None else None
 
     def flush(self, end_t: float | None = None) -> Segment | None:
         """Close and return the open segment (``None`` if no frame was fed).
@@ -227,17 +233,18 @@ class Segmenter:
         if current.t_end - current.t_start > limit:
             current.t_end = current.t_start + limit
         self._current = None
-        self._prev_hist = None
+        self._prev = None
         self._prev_speech = None
-        self._prev_grey = None
         self._moving = self._changed_at = None
         self._quiet = False
         return current
 
-    def _still(self, prev_grey: np.ndarray | None, grey: np.ndarray | None) -> bool:
-        """Whether this frame is still against the one before (unknown counts as moving)."""
-        return (self.motion_threshold is not None and prev_grey is not None and grey is not None
-                and motion_between(prev_grey, grey) < self.motion_threshold)
+    def _still(self, motion: tuple[float, float] | None) -> bool:
+        """Whether this frame is still against the one before, in a segment that is not moving (unknown counts
+        as moving): its change does not clear the motion threshold by its noise floor."""
+        if motion is None or self.motion_threshold is None or self._moving:
+            return False
+        return motion[0] < self.motion_threshold + motion[1]
 
     def _limit(self) -> float:
         """The longest the current segment may run: ``max_still_s`` while it is still and quiet."""

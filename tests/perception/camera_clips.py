@@ -7,8 +7,9 @@ compression or the sensor would, without changing what the scene shows:
   (auto-exposure hunting, mains-frequency lighting);
 * ``dark_flicker``: the same on a dim scene (a room at dusk), where hue and saturation of nearly black
   pixels swing with every grey level;
-* ``gop``: the encoder spends far more bits on key frames than on the frames between them, and the sensor
-  adds noise, so every 2 s the whole picture's texture snaps back (key-frame pulsing);
+* ``gop``: key-frame pulsing: the encoder spends far more bits on key frames than on the frames between
+  them and the sensor adds noise (σ = ``amount``), so every 2 s the whole picture snaps back: sharper,
+  with more contrast, then softening over the GOP;
 * ``drift``: daylight: gain and offset ramp slowly over the clip (the scene brightens by ~40 %);
 * ``noise``: sensor noise (σ = ``amount`` grey levels per pixel, new every frame);
 * ``appear``: an empty grey room (with flicker) until half-way, then the photograph (a real change);
@@ -67,7 +68,9 @@ def camera_clip(path: Path, condition: str, seconds: float = 20.0, amount: float
         elif condition == "dark_flicker":
             image = base * 0.12 + jumps[i]
         elif condition == "gop":
-            image = base + rng.normal(0.0, amount, base.shape)
+            k = (i % 20) / 19.0  # 0 on a key frame, 1 just before the next
+            image = cv2.GaussianBlur(base, (0, 0), 0.3 + 1.5 * k) if k else base
+            image = (image - 128.0) * (1.14 - 0.14 * k) + 128.0 + rng.normal(0.0, amount, base.shape)
         elif condition == "drift":
             image = base * (0.75 + 0.3 * t / seconds) + 12.0 * t / seconds
         elif condition == "noise":

@@ -50,3 +50,23 @@ def test_someone_walking_into_an_empty_room_cuts_when_they_enter_and_when_they_s
     assert cuts[0] == pytest.approx(4.0, abs=0.3)
     assert cuts[1] == pytest.approx(6.8, abs=0.6)
     assert len(cuts) == 2
+
+
+@pytest.mark.parametrize(("condition", "amount"), [
+    ("flicker", 1), ("flicker", 3), ("dark_flicker", 2), ("gop", 3), ("drift", 0), ("noise", 4)])
+def test_a_still_scene_is_cut_only_at_the_still_maximum(tmp_path: Path, condition: str, amount: float) -> None:
+    clip = camera_clip(tmp_path / f"{condition}.mp4", condition, seconds=16.0, amount=amount)
+    segs = segments(clip, max_segment_s=3.0, max_still_segment_s=6.0)
+    # the stream's first frame has nothing to be still against, so the first segment ends at max_segment_s;
+    # from then on a still, quiet scene runs to max_still_segment_s (the last one to the clip's end)
+    assert [(s.t_start, s.t_end) for s in segs] == [(0.0, 3.0), (3.0, 9.0), (9.0, 15.0), (15.0, 16.0)]
+    assert all(s.cut_score < PerceptionConfig().scene_threshold for s in segs)
+
+
+def test_a_photograph_appearing_in_an_empty_room_is_a_scene_cut(tmp_path: Path) -> None:
+    clip = camera_clip(tmp_path / "appear.mp4", "appear", seconds=12.0)
+    segs = segments(clip, max_segment_s=3.0, max_still_segment_s=60.0)
+    opens = [s for s in segs if s.t_start == pytest.approx(6.0, abs=0.13)]
+    assert len(opens) == 1 and opens[0].cut_score >= PerceptionConfig().scene_threshold
+    assert all(s.t_start <= 6.0 + 1.5 for s in segs[1:])  # then one long still segment, not one per second
+    assert segs[-1].t_end - segs[-1].t_start > 4.0
