@@ -11,8 +11,25 @@ once to ONNX by ``perception/models/scripts/convert_coco_detectors.sh`` (see
 * :class:`CenterNetDetector`: input 1×512×512×3 RGB in 0–255; its ``detections`` output is already
   decoded (x1, y1, x2, y2 in input pixels, score, 0-based class). Its scores run low (0.2–0.5).
 
-The measured choice between them (hit rate on the repository's labelled images, ms per frame) is
-in ``bench/coco_detectors.py`` and the README; CenterNet is the default (``perception.objects``).
+Both see the frame **letterboxed**: scaled to fit the square input with its aspect ratio kept and
+the rest padded black. Squashing a 16:9 frame (or a 3:2 photograph) into the square distorts people
+and animals enough to lose them or change their class (a cat stretched tall reads as a dog).
+
+Both can name one object twice: CenterNet scores each object centre for every class and NanoDet each
+cell, so a cat may also come out as ``dog``, ``bed`` and ``couch`` on the very same box. Detections of
+different classes whose boxes are nearly identical (IoU ≥ :data:`SAME_OBJECT_IOU`) are one object's
+alternative names: only the best-scoring one is kept (overlapping objects of different classes, a person
+on a couch or a cup on a table, have different boxes and stay).
+
+Neither tells cats from dogs reliably (a cat's face close up reads as ``dog`` to CenterNet), while
+the vendored household SSD (:class:`~perception.detectors.objects.SSDObjectDetector`) does, with
+scores of 0.65–0.87 where CenterNet's are 0.3–0.5. So on a frame where a COCO model finds a cat or a
+dog, the SSD is asked too, and a cat or dog box it finds on the same object (IoU ≥ 0.3, score ≥ 0.5)
+gives the class (:data:`ARBITRATED`). Frames without either pay nothing.
+
+The measured choice between them (precision/recall on labelled photographs, people in the test clip,
+ms per frame) is in ``bench/coco_detectors.py`` and the README; CenterNet is the default
+(``perception.objects``).
 """
 
 from __future__ import annotations
@@ -24,9 +41,10 @@ import cv2
 import numpy as np
 
 from perception.detectors.backends import MODELS_DIR
-from perception.detectors.objects import ObjectDetection, _clip, _nms, _OnnxModel
+from perception.detectors.objects import ObjectDetection, SSDObjectDetector, _clip, _nms, _OnnxModel
 
-__all__ = ["COCO_LABELS", "CenterNetDetector", "NanoDetDetector", "coco_detector"]
+__all__ = ["ARBITRATED", "COCO_LABELS", "SAME_OBJECT_IOU", "CenterNetDetector", "NanoDetDetector", "coco_detector", "letterbox",
+           "one_name_per_object"]
 
 #: the 80 COCO class names in model order (lower case, as the rule compiler matches them)
 COCO_LABELS: tuple[str, ...] = (
@@ -45,11 +63,47 @@ NANODET_SHA256 = "4faa76d3ae84e3304ad8c4601c260d92253f477c201cbc042782fb44e982b7
 CENTERNET_FILE = MODELS_DIR / "centernet.onnx"
 CENTERNET_SHA256 = "411a83444469eca6690ca2f477a59393325d39c9e7e612f8930fabcc4867a1b7"
 _HINT = "restore perception/models/ from the repository"
+#: boxes of different classes overlapping at least this much are one object named twice
+SAME_OBJECT_IOU = 0.85
+#: classes the household SSD decides between when a COCO model finds one of them
+ARBITRATED = frozenset({"cat", "dog"})
+#: the SSD's score and overlap with the COCO box for its class to count
+ARBITER_SCORE, ARBITER_IOU = 0.5, 0.3
+
+
+def letterbox(image_bgr: np.ndarray, size: int) -> tuple[np.ndarray, float, int, int]:
+    """``image_bgr`` scaled to fit a black ``size``×``size`` square, centred; returns the square, the scale
+    and the left and top padding (in square pixels)."""
+    h, w = image_bgr.shape[:2]
+    scale = size / max(h, w)
+    nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
+    left, top = (size - nw) // 2, (size - nh) // 2
+    square = np.zeros((size, size, 3), np.uint8)
+    square[top:top + nh, left:left + nw] = cv2.resize(image_bgr, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    return square, scale, left, top
+
+
+def _iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    w = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    h = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    return inter / (a[2] * a[3] + b[2] * b[3] - inter)
+
+
+def one_name_per_object(detections: list[ObjectDetection], iou: float = SAME_OBJECT_IOU) -> list[ObjectDetection]:
+    """Drop a detection whose box nearly equals a better-scoring one of another class (best first)."""
+    kept: list[ObjectDetection] = []
+    for det in sorted(detections, key=lambda d: -d.score):
+        if all(k.label == det.label or _iou(k.box, det.box) < iou for k in kept):
+            kept.append(det)
+    return kept
 
 
 class _CocoDetector:
-    """A vendored COCO-80 ONNX model loaded on first use, fed a square RGB resize of the frame;
-    subclasses decode its output (:meth:`_decode`).
+    """A vendored COCO-80 ONNX model loaded on first use, fed the frame letterboxed into its square RGB
+    input; subclasses decode its output (:meth:`_decode`).
 
     Args:
         score_threshold: minimum score of a detection.
@@ -63,6 +117,7 @@ class _CocoDetector:
         self.score_threshold = score_threshold
         self.iou_threshold = iou_threshold
         self._model = _OnnxModel(file, sha256, "object detection", _HINT)
+        self._arbiter: SSDObjectDetector | None = None
 
     @property
     def available(self) -> bool:
@@ -75,12 +130,38 @@ class _CocoDetector:
         if session is None:
             return []
         h, w = image_bgr.shape[:2]
-        rgb = cv2.cvtColor(cv2.resize(image_bgr, (self.size, self.size), interpolation=cv2.INTER_LINEAR),
-                           cv2.COLOR_BGR2RGB)
-        return self._decode(session, rgb, w, h)
+        square, scale, left, top = letterbox(image_bgr, self.size)
+        rgb = cv2.cvtColor(square, cv2.COLOR_BGR2RGB)
+        side = self.size / scale  # the square's side in frame pixels
+        found = []
+        for label, score, box in self._decode(session, rgb, side):
+            box = box - np.array([left / scale, top / scale, 0.0, 0.0], np.float32)
+            det = _clip(label, score, box, w, h)
+            if det.box[2] >= 2 and det.box[3] >= 2:  # not a box of padding only
+                found.append(det)
+        return self._arbitrate(image_bgr, one_name_per_object(found))
 
-    def _decode(self, session: Any, rgb: np.ndarray, w: int, h: int) -> list[ObjectDetection]:
-        """Run the model on its square RGB input and return boxes in the ``w``×``h`` frame."""
+    def _arbitrate(self, image_bgr: np.ndarray, found: list[ObjectDetection]) -> list[ObjectDetection]:
+        """Cats and dogs take the household SSD's class when it sees one on the same box (module docstring)."""
+        if not any(d.label in ARBITRATED for d in found):
+            return found
+        if self._arbiter is None:
+            self._arbiter = SSDObjectDetector(score_threshold=ARBITER_SCORE)
+        opinions = [o for o in self._arbiter.detect(image_bgr) if o.label in ARBITRATED]
+        if not opinions:
+            return found
+        out = []
+        for det in found:
+            if det.label in ARBITRATED:
+                best = max(opinions, key=lambda o: _iou(o.box, det.box))
+                if _iou(best.box, det.box) >= ARBITER_IOU and best.label != det.label:
+                    det = ObjectDetection(label=best.label, score=det.score, box=det.box)
+            out.append(det)
+        return one_name_per_object(out)
+
+    def _decode(self, session: Any, rgb: np.ndarray, side: float) -> list[tuple[str, float, np.ndarray]]:
+        """Run the model on its square RGB input; ``(label, score, (x, y, w, h))`` in a square of ``side``
+        pixels (the letterboxed frame at frame scale), after per-class NMS, best first."""
         raise NotImplementedError
 
 
@@ -94,8 +175,9 @@ class NanoDetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.35, iou_threshold: float = 0.5) -> None:
         super().__init__(NANODET_FILE, NANODET_SHA256, score_threshold, iou_threshold)
 
-    def _decode(self, session: Any, rgb: np.ndarray, w: int, h: int) -> list[ObjectDetection]:
+    def _decode(self, session: Any, rgb: np.ndarray, side: float) -> list[tuple[str, float, np.ndarray]]:
         s = self.size
+        w = h = side
         x = (rgb.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
         outs = session.run(None, {session.get_inputs()[0].name: x})
         boxes, scores, classes = [], [], []
@@ -124,7 +206,7 @@ class NanoDetDetector(_CocoDetector):
             return []
         b, sc, cl = np.concatenate(boxes), np.concatenate(scores), np.concatenate(classes)
         kept = _nms(b, sc, cl, self.score_threshold, self.iou_threshold)
-        return [_clip(COCO_LABELS[int(cl[i])], float(sc[i]), b[i], w, h) for i in kept]
+        return [(COCO_LABELS[int(cl[i])], float(sc[i]), b[i]) for i in kept]
 
 
 class CenterNetDetector(_CocoDetector):
@@ -137,8 +219,9 @@ class CenterNetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.25, iou_threshold: float = 0.5) -> None:
         super().__init__(CENTERNET_FILE, CENTERNET_SHA256, score_threshold, iou_threshold)
 
-    def _decode(self, session: Any, rgb: np.ndarray, w: int, h: int) -> list[ObjectDetection]:
+    def _decode(self, session: Any, rgb: np.ndarray, side: float) -> list[tuple[str, float, np.ndarray]]:
         s = self.size
+        w = h = side
         name = session.get_inputs()[0].name
         det = session.run(["tower_0/detections"], {name: rgb.astype(np.float32)[None]})[0][0]
         det = det[det[:, 4] >= self.score_threshold]
@@ -148,7 +231,7 @@ class CenterNetDetector(_CocoDetector):
         boxes = np.stack([det[:, 0] * fx, det[:, 1] * fy, (det[:, 2] - det[:, 0]) * fx, (det[:, 3] - det[:, 1]) * fy], 1)
         cls = det[:, 5].astype(int)
         kept = _nms(boxes, det[:, 4], cls, self.score_threshold, self.iou_threshold)
-        return [_clip(COCO_LABELS[int(cls[i])], float(det[i, 4]), boxes[i], w, h) for i in kept
+        return [(COCO_LABELS[int(cls[i])], float(det[i, 4]), boxes[i]) for i in kept
                 if 0 <= int(cls[i]) < len(COCO_LABELS)]
 
 
