@@ -387,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from plugin.evals import add_eval_parsers
 
-    p = sub.add_parser("eval", help="evaluation commands (re-identification, speech, rules, QA)")
+    p = sub.add_parser("eval", help="evaluation commands (re-identification, speech, rules, QA, objects)")
     add_eval_parsers(p.add_subparsers(dest="eval_command", required=True))
     return parser
 

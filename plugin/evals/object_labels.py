@@ -130,14 +130,13 @@ def score_image(image: LabelledImage, detections: Sequence[tuple[str, float, Box
                 iou = box_iou(box, tbox)
                 if iou >= best_iou:
                     best, best_iou = i, iou
-        c = counts.setdefault(label, Counts())
         if best >= 0:
             taken.add(best)
-            c.tp += 1
+            counts.setdefault(label, Counts()).tp += 1
             continue
         if any((which is None or which == label) and _inside(box, region) >= 0.5 for which, region in image.ignore):
             continue
-        c.fp += 1
+        counts.setdefault(label, Counts()).fp += 1
         others = [t for t, tbox in image.boxes if t != label and box_iou(box, tbox) >= IOU]
         for other in dict.fromkeys(others):
             key = f"{other} → {label}"
