@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import cv2
+import numpy as np
 import pytest
 
 from perception.detectors import coco
@@ -58,3 +59,33 @@ def test_an_altered_model_file_disables_detection_with_a_log_line(tmp_path: Path
     detector = NanoDetDetector()
     assert not detector.available and detector.detect(_image("astronaut.png")) == []
     assert "object detection disabled" in caplog.text and "sha256" in caplog.text
+
+
+def test_one_object_named_twice_keeps_its_best_name_and_overlapping_objects_stay() -> None:
+    from perception.detectors.coco import one_name_per_object
+    from perception.detectors.objects import ObjectDetection
+
+    cat = ObjectDetection("cat", 0.44, (0, 2, 413, 298))
+    dog = ObjectDetection("dog", 0.34, (0, 3, 408, 296))  # the same box, a second name
+    couch = ObjectDetection("couch", 0.3, (0, 150, 450, 150))  # under the cat: another object
+    second_cat = ObjectDetection("cat", 0.3, (10, 10, 400, 290))  # same class: left to per-class NMS
+    assert one_name_per_object([dog, couch, cat, second_cat]) == [cat, couch, second_cat]
+
+
+@pytest.mark.parametrize("frame", [None, (1280, 720), (640, 640)], ids=["photo", "wide-frame", "square-frame"])
+def test_the_cat_is_a_cat_with_its_box_on_the_photograph_however_it_is_framed(frame: tuple[int, int] | None) -> None:
+    photo = _image("chelsea.png")
+    image, left, top, scale = photo, 0, 0, 1.0
+    if frame is not None:  # the photograph held up to a camera: centred on black, aspect kept
+        w, h = frame
+        scale = min(w / photo.shape[1], h / photo.shape[0])
+        pw, ph = round(photo.shape[1] * scale), round(photo.shape[0] * scale)
+        left, top = (w - pw) // 2, (h - ph) // 2
+        image = np.zeros((h, w, 3), np.uint8)
+        image[top:top + ph, left:left + pw] = cv2.resize(photo, (pw, ph), interpolation=cv2.INTER_AREA)
+    found = CenterNetDetector().detect(image)
+    assert "dog" not in {o.label for o in found}
+    cats = [o for o in found if o.label == "cat"]
+    assert cats and cats[0].score >= 0.35  # the threshold is 0.25
+    x, y, w, h = ((v - off) / scale for v, off in zip(cats[0].box, (left, top, 0, 0)))
+    assert x <= 40 and x + w >= 350 and y <= 40 and y + h >= 260  # the cat fills the 451×300 photograph
