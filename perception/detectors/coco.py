@@ -11,9 +11,12 @@ once to ONNX by ``perception/models/scripts/convert_coco_detectors.sh`` (see
 * :class:`CenterNetDetector`: input 1×512×512×3 RGB in 0–255; its ``detections`` output is already
   decoded (x1, y1, x2, y2 in input pixels, score, 0-based class). Its scores run low (0.2–0.5).
 
-Both see the frame **letterboxed**: scaled to fit the square input with its aspect ratio kept and
-the rest padded black. Squashing a 16:9 frame (or a 3:2 photograph) into the square distorts people
-and animals enough to lose them or change their class (a cat stretched tall reads as a dog).
+CenterNet sees the frame **letterboxed**: scaled to fit the square input with its aspect ratio kept
+and the rest padded black. Squashed into the square, a 16:9 frame (or a 3:2 photograph) distorts
+people and animals enough for CenterNet to lose them or change their class (a cat stretched tall
+reads as a dog; people in the test clip: 20 of 49 found squashed, 41 letterboxed). NanoDet keeps the
+plain square resize, which measured better for it (people in the test clip: 20 squashed, 14
+letterboxed).
 
 Both can name one object twice: CenterNet scores each object centre for every class and NanoDet each
 cell, so a cat may also come out as ``dog``, ``bed`` and ``couch`` on the very same box. Detections of
@@ -102,8 +105,8 @@ def one_name_per_object(detections: list[ObjectDetection], iou: float = SAME_OBJ
 
 
 class _CocoDetector:
-    """A vendored COCO-80 ONNX model loaded on first use, fed the frame letterboxed into its square RGB
-    input; subclasses decode its output (:meth:`_decode`).
+    """A vendored COCO-80 ONNX model loaded on first use, fed the frame letterboxed (or resized) into its
+    square RGB input; subclasses decode its output (:meth:`_decode`).
 
     Args:
         score_threshold: minimum score of a detection.
@@ -112,6 +115,8 @@ class _CocoDetector:
 
     name = ""
     size = 0
+    #: keep the frame's aspect ratio (pad to a square) instead of squashing it into the square
+    letterboxed = True
 
     def __init__(self, file: Path, sha256: str, score_threshold: float, iou_threshold: float) -> None:
         self.score_threshold = score_threshold
@@ -130,12 +135,17 @@ class _CocoDetector:
         if session is None:
             return []
         h, w = image_bgr.shape[:2]
-        square, scale, left, top = letterbox(image_bgr, self.size)
+        if self.letterboxed:
+            square, scale, left, top = letterbox(image_bgr, self.size)
+            side = self.size / scale  # the square's side in frame pixels
+            fw, fh, shift = side, side, np.array([left / scale, top / scale, 0.0, 0.0], np.float32)
+        else:
+            square = cv2.resize(image_bgr, (self.size, self.size), interpolation=cv2.INTER_LINEAR)
+            fw, fh, shift = w, h, np.zeros(4, np.float32)
         rgb = cv2.cvtColor(square, cv2.COLOR_BGR2RGB)
-        side = self.size / scale  # the square's side in frame pixels
         found = []
-        for label, score, box in self._decode(session, rgb, side):
-            box = box - np.array([left / scale, top / scale, 0.0, 0.0], np.float32)
+        for label, score, box in self._decode(session, rgb, fw, fh):
+            box = box - shift
             det = _clip(label, score, box, w, h)
             if det.box[2] >= 2 and det.box[3] >= 2:  # not a box of padding only
                 found.append(det)
@@ -159,9 +169,9 @@ class _CocoDetector:
             out.append(det)
         return one_name_per_object(out)
 
-    def _decode(self, session: Any, rgb: np.ndarray, side: float) -> list[tuple[str, float, np.ndarray]]:
-        """Run the model on its square RGB input; ``(label, score, (x, y, w, h))`` in a square of ``side``
-        pixels (the letterboxed frame at frame scale), after per-class NMS, best first."""
+    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> list[tuple[str, float, np.ndarray]]:
+        """Run the model on its square RGB input; ``(label, score, (x, y, w, h))`` with the square mapped onto
+        ``w``×``h`` pixels (the letterboxed square, or the frame), after per-class NMS, best first."""
         raise NotImplementedError
 
 
@@ -170,14 +180,14 @@ class NanoDetDetector(_CocoDetector):
 
     name = "nanodet"
     size = 416
+    letterboxed = False
     strides = (8, 16, 32)
 
     def __init__(self, score_threshold: float = 0.35, iou_threshold: float = 0.5) -> None:
         super().__init__(NANODET_FILE, NANODET_SHA256, score_threshold, iou_threshold)
 
-    def _decode(self, session: Any, rgb: np.ndarray, side: float) -> list[tuple[str, float, np.ndarray]]:
+    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> list[tuple[str, float, np.ndarray]]:
         s = self.size
-        w = h = side
         x = (rgb.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
         outs = session.run(None, {session.get_inputs()[0].name: x})
         boxes, scores, classes = [], [], []
@@ -219,9 +229,8 @@ class CenterNetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.25, iou_threshold: float = 0.5) -> None:
         super().__init__(CENTERNET_FILE, CENTERNET_SHA256, score_threshold, iou_threshold)
 
-    def _decode(self, session: Any, rgb: np.ndarray, side: float) -> list[tuple[str, float, np.ndarray]]:
+    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> list[tuple[str, float, np.ndarray]]:
         s = self.size
-        w = h = side
         name = session.get_inputs()[0].name
         det = session.run(["tower_0/detections"], {name: rgb.astype(np.float32)[None]})[0][0]
         det = det[det[:, 4] >= self.score_threshold]
