@@ -7,6 +7,8 @@ compression or the sensor would, without changing what the scene shows:
   (auto-exposure hunting, mains-frequency lighting);
 * ``dark_flicker``: the same on a dim scene (a room at dusk), where hue and saturation of nearly black
   pixels swing with every grey level;
+* ``framed_flicker``: the same on the photograph shown in a 16:9 frame with black borders (a photograph
+  on a screen or held up to the camera): the borders stay clipped at black while the picture flickers;
 * ``gop``: key-frame pulsing: the encoder spends far more bits on key frames than on the frames between
   them and the sensor adds noise (σ = ``amount``), so every 2 s the whole picture snaps back: sharper,
   with more contrast, then softening over the GOP;
@@ -51,6 +53,10 @@ def camera_clip(path: Path, condition: str, seconds: float = 20.0, amount: float
                 name: str = "chelsea.png", seed: int = 0) -> Path:
     """Encode ``seconds`` of ``condition`` (see the module docstring) to ``path``."""
     base = photograph(name).astype(np.float32)
+    if condition == "framed_flicker":  # centred in a 960×540 frame, black around it (decoded at 640×360)
+        photo = photograph(name, 810).astype(np.float32)
+        base = np.zeros((540, 960, 3), np.float32)
+        base[1:539, 75:885] = photo
     h, w = base.shape[:2]
     rng = np.random.default_rng(seed)
     frames = int(round(seconds * FPS))
@@ -63,7 +69,7 @@ def camera_clip(path: Path, condition: str, seconds: float = 20.0, amount: float
 
     def draw(i: int) -> np.ndarray:
         t = i / FPS
-        if condition == "flicker":
+        if condition in ("flicker", "framed_flicker"):
             image = base + jumps[i]
         elif condition == "dark_flicker":
             image = base * 0.12 + jumps[i]

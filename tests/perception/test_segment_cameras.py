@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from perception.drivers.ingest import segmenter_for
-from perception.media.video import iter_frames, probe
+from perception.media.gateway import Gateway
+from perception.media.sources import AVSource
+from perception.media.video import Frame, probe
 from perception.segmenting.segment import Segment
 from perception.settings import PerceptionConfig
 from tests.perception.camera_clips import camera_clip
@@ -25,11 +27,17 @@ TOLERANCE_S = 0.13
 
 
 def segments(path: Path, **settings: object) -> list[Segment]:
-    """The segments ``reflectworld ingest`` cuts ``path`` into (default settings unless given)."""
+    """The segments ``reflectworld ingest`` cuts ``path`` into (default settings unless given): frames
+    decoded by the ingest path's gateway, the segmenter its settings make."""
     config = PerceptionConfig(**settings)  # type: ignore[arg-type]
     info = probe(path)
-    return list(segmenter_for(config).segments(iter_frames(path, config.sample_fps),
-                                               end_t=info.start_s + info.duration_s))
+    gateway = Gateway(AVSource(uri=str(path), kind="file", live=False, options={"audio": False}), config.sample_fps,
+                      mode="offline_quality").start()
+    try:
+        frames = (item for item in gateway.items() if isinstance(item, Frame))
+        return list(segmenter_for(config).segments(frames, end_t=info.start_s + info.duration_s))
+    finally:
+        gateway.stop()
 
 
 def boundaries(segs: list[Segment]) -> list[float]:
@@ -53,7 +61,8 @@ def test_someone_walking_into_an_empty_room_cuts_when_they_enter_and_when_they_s
 
 
 @pytest.mark.parametrize(("condition", "amount"), [
-    ("flicker", 1), ("flicker", 3), ("dark_flicker", 2), ("gop", 3), ("drift", 0), ("noise", 4)])
+    ("flicker", 1), ("flicker", 3), ("dark_flicker", 2), ("framed_flicker", 1), ("gop", 3), ("drift", 0),
+    ("noise", 4)])
 def test_a_still_scene_is_cut_only_at_the_still_maximum(tmp_path: Path, condition: str, amount: float) -> None:
     clip = camera_clip(tmp_path / f"{condition}.mp4", condition, seconds=16.0, amount=amount)
     segs = segments(clip, max_segment_s=3.0, max_still_segment_s=6.0)
