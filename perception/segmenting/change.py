@@ -13,10 +13,13 @@ change of what the scene shows, so the segmenter measures change on content norm
   both (the test clip's shot changes measure 0.9–1.1 in structure; flicker, drift, noise and pulsing
   stay below 0.2).
 * **motion** (:func:`motion_measure`): the mean grey-level difference left after fitting the second
-  frame to the first by one gain and one offset (a global, uniform change is not motion), never more
-  than the plain difference; and the frame's noise floor, the median of that residual. Compression
-  noise, key-frame pulses and sensor noise spread over the whole frame and raise the median with the
-  mean; something moving changes a part of the frame and leaves the median at the noise. Motion
+  frame to the first by one gain and one offset (a global, uniform change is not motion; the fit is
+  trimmed, refitted without the quarter of pixels it fits worst, so that someone walking in does not
+  bend it and smear their change over the static rest), never more
+  than the plain difference; and the frame's noise floor, the lower quartile of that residual.
+  Compression noise, key-frame pulses and sensor noise spread over the whole frame and raise the
+  quartile with the mean; something moving changes a part of the frame (a person walking in covers a
+  third of it, so not the median) and leaves the quartile at the noise. Motion
   *starts* only when the change clears the threshold by the floor; it *stops* when the change falls
   below the threshold (hysteresis whose width is the clip's own noise).
 """
@@ -41,6 +44,8 @@ STRUCTURE_CUT = 0.5
 CHROMA_WEIGHT = 10.0
 #: luma standard deviation below which a frame counts as flat (a bare wall is not normalised into noise)
 LUMA_STD_FLOOR = 0.02
+#: the percentile of a frame's residual taken as its noise floor
+NOISE_QUANTILE = 25.0
 _EPS = 1e-9
 
 
@@ -99,12 +104,18 @@ def motion_measure(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """``(change, floor)`` of two grey thumbnails (see the module docstring).
 
     ``change`` is the mean absolute residual of ``b`` after a least-squares gain (clamped to
-    [0.5, 2]) and offset fit to ``a``, at most :func:`motion_between`; ``floor`` is the residual's median.
+    [0.5, 2]) and offset fit to ``a``, at most :func:`motion_between`; ``floor`` is the residual's lower
+    quartile.
     """
     plain = motion_between(a, b)
-    ac = a - float(a.mean())
-    bc = b - float(b.mean())
-    var = float(np.dot(ac.ravel(), ac.ravel()))
-    gain = min(2.0, max(0.5, float(np.dot(ac.ravel(), bc.ravel())) / var)) if var > _EPS else 1.0
-    residual = np.abs(bc - gain * ac)
-    return min(plain, float(residual.mean())), float(np.median(residual))
+    x, y = a.ravel(), b.ravel()
+    residual = np.abs(y - x)
+    for _ in range(2):  # fit on every pixel, then again on the three quarters it fitted best
+        keep = residual <= np.percentile(residual, 75.0) if _ else np.ones(x.shape, bool)
+        xs, ys = x[keep], y[keep]
+        xm, ym = float(xs.mean()), float(ys.mean())
+        xc = xs - xm
+        var = float(np.dot(xc, xc))
+        gain = min(2.0, max(0.5, float(np.dot(xc, ys - ym)) / var)) if var > _EPS else 1.0
+        residual = np.abs(y - ym - gain * (x - xm))
+    return min(plain, float(residual.mean())), float(np.percentile(residual, NOISE_QUANTILE))

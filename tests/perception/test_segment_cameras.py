@@ -79,3 +79,14 @@ def test_a_photograph_appearing_in_an_empty_room_is_a_scene_cut(tmp_path: Path) 
     assert len(opens) == 1 and opens[0].cut_score >= PerceptionConfig().scene_threshold
     assert all(s.t_start <= 6.0 + 1.5 for s in segs[1:])  # then one long still segment, not one per second
     assert segs[-1].t_end - segs[-1].t_start > 4.0
+
+
+def test_people_walking_in_and_out_of_a_room_cut_where_they_did_before(tmp_path: Path) -> None:
+    from tests.plugin.rules_clip import make_people_clip
+
+    clip = make_people_clip(tmp_path / "room.mp4", [(2.0, 6.0, "lin-manuel-miranda.png"),
+                                                    (10.0, 14.0, "alex-lacamoire.png")], seconds=16.0)
+    # recorded on the segmenter before change was normalised for brightness: each entrance at the first frame
+    # that shows them, each exit as they leave, and motion settling 1.2 s after each
+    assert boundaries(segments(clip)) == pytest.approx([2.4, 3.8, 5.6, 7.4, 10.4, 11.8, 13.6, 15.0],
+                                                       abs=TOLERANCE_S)
