@@ -43,7 +43,7 @@ from typing import Literal
 import numpy as np
 
 from perception.media.sources import AudioIn, Source, SourceError, redact_uri
-from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail
+from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail, motion_measure
 
 __all__ = ["KEYFRAMES_AFTER_S", "AudioChunk", "Gateway", "Mode", "SourceStats"]
 
@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 Mode = Literal["offline_quality", "live_latency"]
 EventCallback = Callable[[str, str], None]
 _EPS = 1e-6
-#: mean grey difference (0–1, on a 64×36 thumbnail) above which a frame counts as changed
+#: mean grey difference (0–1, on a 64×36 thumbnail, after a gain/offset fit) above which a frame counts as changed
 STILL_DIFF = 0.02
 #: audio RMS at or above which a stream is not silent (the scheduler's threshold)
 SILENCE_RMS = 0.01
@@ -337,7 +337,8 @@ class Gateway:
         if self.keyframes_after_s is None:
             return
         thumb = grey_thumbnail(frame.image_bgr)
-        changed = self._still_ref is None or float(np.abs(thumb - self._still_ref).mean()) > STILL_DIFF
+        # brightness moving as a whole (auto-exposure, flicker, daylight) is no change of the picture
+        changed = self._still_ref is None or motion_measure(self._still_ref, thumb)[0] > STILL_DIFF
         self.source.key_gate.judged(not changed)
         if changed:
             self._still_ref, self._still_since = thumb, frame.t

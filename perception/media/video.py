@@ -163,6 +163,37 @@ def grey_thumbnail(image_bgr: np.ndarray) -> np.ndarray:
     return _thumbs_of(image_bgr)[1]
 
 
+#: the percentile of a frame's gain/offset residual taken as its noise floor (:func:`motion_measure`)
+NOISE_QUANTILE = 25.0
+
+
+def motion_measure(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """``(change, floor)`` of two grey thumbnails: how much moved, and the frame's noise floor.
+
+    A global, uniform change is not motion: the second frame is fitted to the first by one gain and one
+    offset (a trimmed fit: refitted without the quarter of pixels it fits worst, so someone walking in
+    does not bend it), and what is left is the change. Noise, compression and key-frame pulses spread
+    over the whole frame and raise the floor with the change; something moving in part of the frame
+    leaves the floor at the noise (see :mod:`perception.segmenting.change`).
+
+    ``change`` is the mean absolute residual of ``b`` after a least-squares gain (clamped to
+    [0.5, 2]) and offset fit to ``a``, at most their mean absolute difference; ``floor`` is the residual's lower
+    quartile.
+    """
+    plain = float(np.abs(a - b).mean())
+    x, y = a.ravel(), b.ravel()
+    residual = np.abs(y - x)
+    for _ in range(2):  # fit on every pixel, then again on the three quarters it fitted best
+        keep = residual <= np.percentile(residual, 75.0) if _ else np.ones(x.shape, bool)
+        xs, ys = x[keep], y[keep]
+        xm, ym = float(xs.mean()), float(ys.mean())
+        xc = xs - xm
+        var = float(np.dot(xc, xc))
+        gain = min(2.0, max(0.5, float(np.dot(xc, ys - ym)) / var)) if var > _EPS else 1.0
+        residual = np.abs(y - ym - gain * (x - xm))
+    return min(plain, float(residual.mean())), float(np.percentile(residual, NOISE_QUANTILE))
+
+
 def iter_frames(
     path: str | Path,
     sample_fps: float = 4.0,

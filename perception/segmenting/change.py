@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from perception.media.video import grey_thumbnail, thumbnail
+from perception.media.video import grey_thumbnail, motion_measure, thumbnail
 
 __all__ = ["STRUCTURE_CUT", "Signature", "colour_histogram", "frame_distance", "motion_between", "motion_measure",
            "scene_change", "signature", "structure_change"]
@@ -44,9 +44,7 @@ STRUCTURE_CUT = 0.5
 CHROMA_WEIGHT = 10.0
 #: luma standard deviation below which a frame counts as flat (a bare wall is not normalised into noise)
 LUMA_STD_FLOOR = 0.02
-#: the percentile of a frame's residual taken as its noise floor
-NOISE_QUANTILE = 25.0
-_EPS = 1e-9
+
 
 
 @dataclass(frozen=True)
@@ -100,22 +98,5 @@ def motion_between(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).mean())
 
 
-def motion_measure(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """``(change, floor)`` of two grey thumbnails (see the module docstring).
-
-    ``change`` is the mean absolute residual of ``b`` after a least-squares gain (clamped to
-    [0.5, 2]) and offset fit to ``a``, at most :func:`motion_between`; ``floor`` is the residual's lower
-    quartile.
-    """
-    plain = motion_between(a, b)
-    x, y = a.ravel(), b.ravel()
-    residual = np.abs(y - x)
-    for _ in range(2):  # fit on every pixel, then again on the three quarters it fitted best
-        keep = residual <= np.percentile(residual, 75.0) if _ else np.ones(x.shape, bool)
-        xs, ys = x[keep], y[keep]
-        xm, ym = float(xs.mean()), float(ys.mean())
-        xc = xs - xm
-        var = float(np.dot(xc, xc))
-        gain = min(2.0, max(0.5, float(np.dot(xc, ys - ym)) / var)) if var > _EPS else 1.0
-        residual = np.abs(y - ym - gain * (x - xm))
-    return min(plain, float(residual.mean())), float(np.percentile(residual, NOISE_QUANTILE))
+# motion_measure lives beside the thumbnails in perception.media.video (the gateway's stillness test uses
+# it too) and is re-exported here with the other change measures.

@@ -205,3 +205,17 @@ def test_repeated_packets_of_digital_silence_are_passed_on_as_zeros_without_deco
         assert np.abs(c.pcm[:len(ref)] - ref).max() < 0.02, c.t
     loud = [c.t for c in chunks if np.abs(c.pcm).max() > 0.05]
     assert 6.0 <= loud[0] <= 6.5 and any(15.0 <= t <= 15.5 for t in loud)  # the speech, where it was said
+
+
+@pytest.mark.parametrize("condition", ["drift", "flicker"])
+def test_a_still_camera_whose_brightness_drifts_or_flickers_drops_to_key_frames(tmp_path: Path, condition: str) -> None:
+    """Daylight ramping the whole picture up by ~40 % over 20 s, or exposure flickering by ±3 grey levels,
+    is not a change of what the camera sees: the capture still decodes key frames only."""
+    from tests.perception.camera_clips import camera_clip
+
+    clip = camera_clip(tmp_path / f"{condition}.mp4", condition, seconds=20.0, amount=3.0)
+    source = AVSource(uri=str(clip), kind="file", live=False, options={"audio": False})
+    times = [i.t for i in Gateway(source, 4.0, keyframes_after_s=3.0).start().items() if isinstance(i, Frame)]
+    late = [t for t in times if t >= 6.0]  # 56 grid slots; key frames every 2 s
+    assert len(late) <= 8, late
+    assert source.keyframes_only
