@@ -93,3 +93,20 @@ def test_default_settings_cut_the_test_clip_at_its_shot_changes(hamilton: Path) 
     assert 4 <= len(segs) <= 7
     for shot in (1.52, 3.75, 8.03):
         assert any(abs(t - shot) < 0.3 for t in starts), (shot, starts)
+
+
+def test_motion_is_what_a_gain_and_offset_do_not_explain_and_noise_raises_the_floor() -> None:
+    from perception.segmenting.change import motion_measure
+
+    rng = np.random.default_rng(1)
+    a = rng.uniform(0.2, 0.8, (36, 64)).astype(np.float32)
+    brighter = np.clip(a * 1.15 + 0.03, 0, 1)  # exposure: every pixel changes, nothing moves
+    change, floor = motion_measure(a, brighter)
+    assert change < 0.002 and np.abs(brighter - a).mean() > 0.08
+    walked_in = a.copy()
+    walked_in[5:30, 10:30] = 0.1  # a dark figure over a quarter of the frame
+    change, floor = motion_measure(a, walked_in)
+    assert change > 0.05 and floor < 0.1 * change  # the rest of the frame stays nearly explained
+    noisy = np.clip(a + rng.normal(0, 0.02, a.shape), 0, 1).astype(np.float32)  # sensor noise everywhere
+    change, floor = motion_measure(a, noisy)
+    assert 0.3 * change < floor < change  # spread evenly: its floor rises with it
