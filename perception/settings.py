@@ -39,12 +39,14 @@ __all__ = [
 
 #: SFace cosine at or above which two faces are the same person (the model card's operating point)
 SFACE_MATCH_THRESHOLD = 0.363
-#: HSV histogram Bhattacharyya distance between sampled frames that counts as a scene cut. In-shot
+#: HSV histogram Bhattacharyya distance between sampled frames that counts as a scene cut (scaled down when
+#: the frames' gain/offset-normalised structure did not change: see perception/segmenting/change.py). In-shot
 #: motion and camera pans in the test clip stay below 0.25; its hard cuts measure 0.39–0.51.
 DEFAULT_SCENE_THRESHOLD = 0.3
-#: mean absolute grey-level difference (0–1) of consecutive sampled frames at 64×36 that counts as
-#: motion. Sensor noise of a static camera measures below 0.005; a person walking through a room
-#: at 4 fps measures 0.02–0.06.
+#: mean absolute grey-level difference (0–1) of consecutive sampled frames at 64×36, after fitting one
+#: gain and offset (brightness moving as a whole is not motion), that counts as motion; motion starts when
+#: the difference exceeds it by the frame's noise floor. Sensor noise of a static camera measures below
+#: 0.005; a person walking through a room at 4 fps measures 0.02–0.06.
 DEFAULT_MOTION_THRESHOLD = 0.02
 
 
@@ -178,10 +180,12 @@ class PerceptionConfig(Strict):
     max_still_segment_s: float = Field(
         300.0, gt=0, le=3600, description="longest segment in which nothing moved and nobody spoke (a still, "
         "quiet camera writes one segment per this many seconds instead of one per max_segment_s)")
-    scene_threshold: float = Field(DEFAULT_SCENE_THRESHOLD, gt=0, le=1, description="histogram distance that cuts")
+    scene_threshold: float = Field(DEFAULT_SCENE_THRESHOLD, gt=0, le=1, description="histogram distance that cuts (when the "
+                                 "picture's structure changed too)")
     motion_threshold: float | None = Field(
-        DEFAULT_MOTION_THRESHOLD, gt=0, le=1, description="mean grey-level frame difference that counts as motion; "
-        "motion starting in a still scene, or stopping for motion_hold_s, is a segment boundary; null = no motion cuts")
+        DEFAULT_MOTION_THRESHOLD, gt=0, le=1, description="mean grey-level frame difference, after a gain/offset fit, "
+        "that counts as motion; motion starting in a still scene (above this plus the frame's noise floor), or stopping "
+        "for motion_hold_s, is a segment boundary; null = no motion cuts")
     motion_hold_s: float = Field(1.0, gt=0, le=60, description="how long motion must have stopped to cut")
     keyframes_per_segment: int = Field(2, ge=1, le=16)
     keyframe_min_gap_s: float = Field(1.0, ge=0, le=60, description="minimum time between two key frames")
