@@ -30,10 +30,9 @@ from perception.settings import (
     YOLOObjectsConfig,
     YuNetFacesConfig,
 )
-from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
 from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
-from plugin.acting.mqtt import MqttChannelConfig
+from plugin.manifest_sections import DashboardConfig, MqttChannelConfig
 
 __all__ = [
     "Manifest",

@@ -35,9 +35,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 from lancedb import AsyncTable
@@ -45,14 +44,11 @@ from lancedb.background_loop import LOOP
 from lancedb.query import AsyncQueryBase
 
 from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
-from ..errors import MemoryStoreError
+from ..embedders import Embedder
 from ..models import QueryUnderstanding, SearchHit
 from .query import EntityName, Understood, Vocabulary, understand
 from .ranking import Prepared, Scored, collapse, finish_row, prepare_row
 from .modes import SearchMode, build_where, sql_in, sql_literal
-
-if TYPE_CHECKING:
-    from ..store.facade import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +82,21 @@ class SearchOutcome:
     understood: QueryUnderstanding
 
 
+class SearchSource(Protocol):
+    """What a :class:`Retriever` reads of its store (a :class:`~memory.store.facade.MemoryStore`)."""
+
+    user_id: str
+    embedder: Embedder
+
+    def _embed(self, texts: list[str]) -> np.ndarray: ...
+    def _table(self, name: str) -> Any: ...
+    def _search_table(self, name: str) -> AsyncTable: ...
+
+
 class Retriever:
     """Runs searches for one :class:`~memory.store.facade.MemoryStore` (see the module docstring)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: SearchSource) -> None:
         self.store = store
         self._vocab: _Vocab | None = None
         self._lock = threading.Lock()
@@ -351,12 +358,8 @@ class Retriever:
         return "" if self._single_user(level) else f"user_id = {sql_literal(self.store.user_id)}"
 
     def _async_table(self, name: str) -> AsyncTable:
-        """The native async handle behind the store's search table (see ``MemoryStore._search_table``)."""
-        inner = getattr(self.store._search_table(name), "_table", None)
-        if not isinstance(inner, AsyncTable):
-            raise MemoryStoreError(f"this lancedb ({lancedb.__version__}) does not expose the async table behind "
-                                   "a table handle; install a lancedb version within pyproject.toml's range")
-        return inner
+        """The store's search table ``name``, opened on its async connection (``MemoryStore._search_table``)."""
+        return self.store._search_table(name)
 
 
 #: the tables the vocabulary is read from (entities first)

@@ -39,6 +39,8 @@ from typing import Any, Literal
 import lancedb
 import numpy as np
 import pyarrow as pa
+from lancedb import AsyncConnection, AsyncTable
+from lancedb.background_loop import LOOP
 
 from ..search.cards import CARD_COLUMN, CARD_COLUMNS, add_cards, card_json
 from ..embedders import Embedder
@@ -202,8 +204,8 @@ class MemoryStore:
         self.cache_bytes = cache_bytes
         self._db: lancedb.DBConnection | None = None
         self._tables: dict[str, lancedb.table.Table] = {}
-        self._search_db: lancedb.DBConnection | None = None  # opened by the first search
-        self._search_tables: dict[str, lancedb.table.Table] = {}
+        self._search_db: AsyncConnection | None = None  # opened by the first search
+        self._search_tables: dict[str, AsyncTable] = {}
         self._search_lock = threading.Lock()
         self._writes_since_optimize = 0
         self._dirty: set[str] = set()
@@ -269,11 +271,21 @@ class MemoryStore:
                     self.embedder.name, self.embedder.dim, self.user_id)
         return self
 
+    def _session(self, index_cache_bytes: int, metadata_cache_bytes: int) -> lancedb.Session:
+        return lancedb.Session(index_cache_size_bytes=index_cache_bytes,
+                               metadata_cache_size_bytes=min(self.cache_bytes // 2, metadata_cache_bytes))
+
     def _connect(self, index_cache_bytes: int, metadata_cache_bytes: int) -> lancedb.DBConnection:
-        session = lancedb.Session(index_cache_size_bytes=index_cache_bytes,
-                                  metadata_cache_size_bytes=min(self.cache_bytes // 2, metadata_cache_bytes))
-        return lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0), session=session,
+        return lancedb.connect(self.uri, read_consistency_interval=timedelta(seconds=0),
+                               session=self._session(index_cache_bytes, metadata_cache_bytes),
                                storage_options=self.storage_options or None)
+
+    def _connect_async(self, index_cache_bytes: int, metadata_cache_bytes: int) -> AsyncConnection:
+        """An async connection (LanceDB's public async API) on lancedb's background event loop."""
+        uri = self.uri if "://" in self.uri else str(Path(self.uri).expanduser().absolute())
+        return LOOP.run(lancedb.connect_async(uri, read_consistency_interval=timedelta(seconds=0),
+                                              session=self._session(index_cache_bytes, metadata_cache_bytes),
+                                              storage_options=self.storage_options or None))
 
     def close(self) -> None:
         """Fold pending writes into the indices and drop the connection."""
@@ -317,16 +329,17 @@ class MemoryStore:
             raise MemoryStoreError("the memory store is not open; call MemoryStore.open() or use `with store:`")
         return self._tables[name]
 
-    def _search_table(self, name: str) -> lancedb.table.Table:
-        """Table ``name`` on the search connection (its own index cache of ``cache_bytes``; same
-        read consistency: a search sees every committed write)."""
+    def _search_table(self, name: str) -> AsyncTable:
+        """Table ``name`` on the async search connection (its own index cache of ``cache_bytes``; same
+        read consistency: a search sees every committed write). Searches query it on lancedb's
+        background event loop (:mod:`memory.search.retrieval`)."""
         self._table(name)  # the store is open and knows the table
         with self._search_lock:
             table = self._search_tables.get(name)
             if table is None:
                 if self._search_db is None:
-                    self._search_db = self._connect(self.cache_bytes, METADATA_CACHE_BYTES)
-                table = self._search_tables[name] = self._search_db.open_table(name)
+                    self._search_db = self._connect_async(self.cache_bytes, METADATA_CACHE_BYTES)
+                table = self._search_tables[name] = LOOP.run(self._search_db.open_table(name))
             return table
 
     def optimize(self) -> None:
