@@ -39,7 +39,8 @@ from .forget_refs import scrub_references
 from ..models import Entity, Fact, GalleryFace, IdentityDecision, Trace, stable_id
 from ..search.modes import sql_in, sql_literal
 from ..store.schema import SEARCHABLE
-from ..store.facade import MemoryStore, trace_text
+from ..store.facade import MemoryStore
+from ..store.rows import trace_text
 
 __all__ = ["ForgetReport", "enrol_face", "entity_decisions", "forget_entity", "merge_entities", "name_entity",
            "record_decision", "split_entity"]
