@@ -122,7 +122,7 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 def test_the_cycle_check_sees_a_cycle(sources_with_back_imports: Path) -> None:
     cycles = import_cycles(sources_with_back_imports)
-    assert cycles == [["perception.detectors.backends", "perception.detectors.body"]]
+    assert ["perception.detectors.backends", "perception.detectors.body"] in cycles, cycles
 
 
 def test_no_source_file_is_over_600_lines() -> None:
