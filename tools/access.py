@@ -28,10 +28,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import socket
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,26 +36,25 @@ from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
 
-__all__ = ["ALWAYS_DENIED", "LAN_NETWORKS", "AccessDenied", "AccessPolicy", "policy_of"]
+from perception.errors import MediaError
+from perception.media.addresses import NEVER, Address, classify, reached
+from perception.media.fetch import NetGuard
+
+__all__ = ["AccessDenied", "AccessPolicy", "PLAYLIST_SUFFIXES", "policy_of"]
 
 logger = logging.getLogger(__name__)
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-LAN_NETWORKS: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"))
-LOOPBACK_NETWORKS: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128"))
-#: never reachable from a tool call, whatever the manifest lists
-ALWAYS_DENIED: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
-    "169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128", "224.0.0.0/4", "ff00::/8", "240.0.0.0/4",
-    "255.255.255.255/32", "100.100.100.200/32", "168.63.129.16/32", "fd00:ec2::254/128", "::ffff:0:0/96"))
+#: local files that name other files or URLs (playlists, concat lists): never accepted from a tool call
+PLAYLIST_SUFFIXES = frozenset({".m3u8", ".m3u", ".ffconcat", ".concat", ".mpd", ".sdp", ".pls", ".xspf", ".txt",
+                               ".ism", ".ismc", ".f4m", ".cue"})
 
-MAX_PATH_CHARS = 4096
-MAX_NAME_CHARS = 255
+MAX_PATH_BYTES = 4096
+#: a file or folder name, in UTF-8 bytes (what file systems count)
+MAX_NAME_BYTES = 255
 #: options whose values are durations a caller may choose; each is clamped to max_timeout_s
 TIMEOUT_OPTIONS = ("open_timeout_s", "read_timeout_s", "stall_s", "backoff_s", "backoff_max_s")
-_DNS_TIMEOUT_S = 3.0
-_dns = ThreadPoolExecutor(max_workers=2, thread_name_prefix="access-dns")
 
 
 class AccessDenied(ValueError):
@@ -119,9 +115,10 @@ class AccessPolicy:
         """
         if "\x00" in raw:
             raise AccessDenied(f"{what} contains a NUL character; pass a plain file path")
-        if len(raw) > MAX_PATH_CHARS or any(len(part) > MAX_NAME_CHARS for part in raw.split("/")):
-            raise AccessDenied(f"{what} is too long (at most {MAX_PATH_CHARS} characters, "
-                               f"{MAX_NAME_CHARS} per name); pass a shorter path")
+        encoded = raw.encode("utf-8", "surrogatepass")
+        if len(encoded) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
+            raise AccessDenied(f"{what} is too long (at most {MAX_PATH_BYTES} bytes in UTF-8, "
+                               f"{MAX_NAME_BYTES} per name); pass a shorter path")
         text = raw.removeprefix("file://")
         try:
             lexical = Path(os.path.abspath(os.path.expanduser(text)))
@@ -166,26 +163,42 @@ class AccessPolicy:
                 raise AccessDenied("a video device is /dev/videoN (N a number)")
             return uri
         if scheme in ("", "file"):
-            return str(self.check_path(uri, "the source"))
+            path = self.check_path(uri, "the source")
+            if path.suffix.lower() in PLAYLIST_SUFFIXES:
+                raise AccessDenied("playlists and concat lists are not accepted from tool calls (their entries "
+                                   "could name files outside the allowed roots); pass a media file or a folder "
+                                   "of images, or list the playlist in the manifest's sources")
+            return str(path)
         return self.check_url(uri)
+
+    def _refused_text(self) -> str:
+        return ("this stream's host is not on a network tool calls may reach (LAN "
+                f"{'allowed' if self.lan else 'refused'}, public {'allowed' if self.public else 'refused'}"
+                f", loopback {'allowed' if self.loopback else 'refused'}, link-local and cloud "
+                "metadata always refused); list its network in access.networks or add the source "
+                "to the manifest's sources")
+
+    def net_guard(self) -> NetGuard:
+        """The guard a tool call's network source fetches with: every hop (redirect, playlist entry,
+        reconnect) is resolved once, checked with :meth:`address_ok` and pinned."""
+        return NetGuard(allow=self.address_ok, schemes=tuple(s for s in self.url_schemes), resolve=self.resolve,
+                        refused=self._refused_text(), tls_verify=True)
 
     def check_url(self, uri: str) -> str:
         """``uri`` when its scheme and every address of its host are allowed.
 
+        This is the early answer to a tool call; the fetch itself checks every hop again
+        (:meth:`net_guard`).
+
         Raises:
             AccessDenied: with one text for every refused host (nothing is connected).
         """
-        if len(uri) > MAX_PATH_CHARS:
-            raise AccessDenied(f"the URL is too long (at most {MAX_PATH_CHARS} characters)")
+        if len(uri.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise AccessDenied(f"the URL is too long (at most {MAX_PATH_BYTES} bytes)")
         scheme = uri.split("://", 1)[0].lower()
         if scheme not in self.url_schemes:
             raise AccessDenied(f"URL scheme {scheme!r} is not allowed for tool calls; allowed: "
                                f"{', '.join(self.url_schemes) or 'none'} (access.url_schemes)")
-        refused = AccessDenied("this stream's host is not on a network tool calls may reach (LAN "
-                               f"{'allowed' if self.lan else 'refused'}, public {'allowed' if self.public else 'refused'}"
-                               f", loopback {'allowed' if self.loopback else 'refused'}, link-local and cloud "
-                               "metadata always refused); list its network in access.networks or add the source "
-                               "to the manifest's sources")
         try:
             host = urlsplit(uri).hostname
         except ValueError:
@@ -193,47 +206,26 @@ class AccessPolicy:
         if not host:
             raise AccessDenied("the URL has no host; pass scheme://host[:port]/path")
         if not (self.lan or self.public or self.loopback or self.networks):
-            raise refused  # no address could pass: do not even resolve the name
-        addresses = self._addresses(host)
-        if addresses is None:
-            raise refused
-        if not addresses or not all(self._address_ok(a) for a in addresses):
-            raise refused
+            raise AccessDenied(self._refused_text())  # no address could pass: do not even resolve the name
+        try:
+            self.net_guard().pin(uri)
+        except MediaError:
+            raise AccessDenied(self._refused_text()) from None
         return uri
 
-    def _addresses(self, host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
-        try:
-            return [ipaddress.ip_address(host.split("%", 1)[0])]
-        except ValueError:
-            pass
-        if len(host) > 253:
-            return None
-        resolve = self.resolve or _getaddrinfo
-        try:
-            found = _dns.submit(resolve, host).result(timeout=_DNS_TIMEOUT_S)
-        except (FutureTimeout, OSError, UnicodeError, ValueError):
-            return None
-        out = []
-        for a in found:
-            try:
-                out.append(ipaddress.ip_address(str(a).split("%", 1)[0]))
-            except ValueError:
-                return None
-        return out
-
-    def _address_ok(self, addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        mapped = getattr(addr, "ipv4_mapped", None)
-        if mapped is not None:
-            addr = mapped
-        if any(addr in n for n in ALWAYS_DENIED if n.version == addr.version):
-            return False
-        if any(addr in n for n in self.networks if n.version == addr.version):
-            return True
-        if any(addr in n for n in LOOPBACK_NETWORKS if n.version == addr.version):
-            return self.loopback
-        if any(addr in n for n in LAN_NETWORKS if n.version == addr.version):
-            return self.lan
-        return self.public and addr.is_global
+    def address_ok(self, addr: Address) -> bool:
+        """Whether a tool call's source may connect to ``addr``: every IPv4 address an IPv6 form carries
+        must pass too (see :mod:`perception.media.addresses`)."""
+        for reach in reached(addr):
+            kind = classify(reach)
+            if kind in NEVER:
+                return False
+            if any(reach in n for n in self.networks if n.version == reach.version):
+                continue
+            if not ((kind == "loopback" and self.loopback) or (kind == "private" and self.lan)
+                    or (kind == "public" and self.public)):
+                return False
+        return True
 
     # ------------------------------------------------------------------ options
 
@@ -262,10 +254,6 @@ class AccessPolicy:
                     raise AccessDenied(f"option {key} must be a number of seconds (0 < {key} ≤ {self.max_timeout_s:g})")
                 out[key] = min(max(float(value), 0.1), self.max_timeout_s)
         return out
-
-
-def _getaddrinfo(host: str) -> list[str]:
-    return sorted({info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)})
 
 
 def policy_of(ctx: Any) -> AccessPolicy:
