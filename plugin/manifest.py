@@ -322,14 +322,16 @@ class AccessConfig(Strict):
     hidden: bool = Field(False, description="allow hidden folders (.ssh, .config, …) below a root")
     url_schemes: list[Literal["rtsp", "rtsps", "http", "https"]] = Field(
         default_factory=lambda: ["rtsp", "rtsps", "http", "https"], description="stream URL schemes tool calls may use")
-    lan: bool = Field(True, description="allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)")
+    lan: bool = Field(True, description=(
+        "allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10)"))
     public: bool = Field(True, description="allow public internet addresses")
     loopback: bool = Field(False, description="allow this machine's own addresses (127.0.0.0/8, ::1)")
     networks: list[str] = Field(default_factory=list, max_length=64, description=(
         "extra networks to allow, as CIDR (link-local and cloud metadata stay refused)"))
     devices: bool = Field(True, description="allow local video devices (/dev/videoN)")
     max_timeout_s: float = Field(30.0, gt=0, le=300, description="cap on caller-chosen open/read timeouts")
-    max_captures: int = Field(16, ge=1, le=256, description="captures tool calls may keep running at once")
+    max_captures: int = Field(16, ge=1, le=256, description=(
+        "captures that may run at once, however they start (tool calls, dashboard, phone page, manifest)"))
 
     @field_validator("networks")
     @classmethod

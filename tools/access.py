@@ -229,17 +229,6 @@ class AccessPolicy:
 
     # ------------------------------------------------------------------ options
 
-    def check_capacity(self, states: list[str]) -> None:
-        """Refuse a new capture when ``max_captures`` of ``states`` are still live.
-
-        Raises:
-            AccessDenied: too many captures are running.
-        """
-        live = sum(1 for s in states if s in ("starting", "connecting", "running", "reconnecting"))
-        if live >= self.max_captures:
-            raise AccessDenied(f"{live} captures are running, the most this server allows (access.max_captures); "
-                               "stop one with capture_stop first")
-
     def clamp_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
         """``options`` with every caller-chosen duration bounded to (0, max_timeout_s].
 
@@ -254,6 +243,17 @@ class AccessPolicy:
                     raise AccessDenied(f"option {key} must be a number of seconds (0 < {key} ≤ {self.max_timeout_s:g})")
                 out[key] = min(max(float(value), 0.1), self.max_timeout_s)
         return out
+
+
+async def start_checked(worker: Any, policy: AccessPolicy, source: str, camera_id: str | None,
+                        options: dict[str, Any] | None) -> Any:
+    """Start a capture an untrusted caller (a tool call, the dashboard) names: the source is checked
+    (on the worker's own pool: a name may take seconds to resolve), and the capture fetches under the
+    policy's guard (every hop) and, for folders, its path check (every file)."""
+    opts = policy.clamp_options(options)
+    checked = await worker.run_check(policy.check_source, source)
+    return await worker.start_capture_async(checked, camera_id, opts, guard=policy.net_guard(),
+                                            confine=lambda p: policy.check_path(p, "a file of the folder"))
 
 
 def policy_of(ctx: Any) -> AccessPolicy:
