@@ -70,7 +70,7 @@ def _resolve_bounded(resolve: Resolver, host: str, timeout_s: float) -> list[str
     def run() -> None:
         try:
             box["found"] = resolve(host)
-        except (OSError, UnicodeError, ValueError) as exc:
+        except Exception as exc:  # any failure of the resolver means: the name does not resolve
             box["error"] = exc
 
     thread = threading.Thread(target=run, name="resolve", daemon=True)

@@ -224,6 +224,10 @@ class AVSource(Source):
         try:
             with container:
                 yield from _demux(self, container, stop, start_s)
+        except SourceError:
+            raise
+        except MediaError as exc:  # a later hop (a playlist's next segment, a reload) was refused or failed
+            raise SourceError(f"cannot read {self.key!r} on: {exc}", self.key) from exc
         finally:
             if feed is not None:
                 feed.close()

@@ -1,0 +1,187 @@
+"""Every hop of a network source is checked and pinned: redirects, HLS entries, DNS answers, IPv6 spellings.
+
+The policy allows 127.0.0.1/32 only; a listener on 127.0.0.2 stands in for a forbidden internal
+service and counts the connections it accepts, which must stay 0. Names are answered by a resolver
+the test controls (the fetcher's DNS layer), so nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from pathlib import Path
+
+import pytest
+
+from perception.errors import MediaError
+from perception.media.addresses import classify
+from perception.media.fetch import FetchRefused, NetGuard, open_media
+from perception.media.sources import SourceError, VideoIn, make_source
+from tests.network.hop_servers import file_route, redirect_route, serving, text_route
+from tests.plugin.stream_media import make_clip
+from tools.access import AccessDenied, AccessPolicy
+
+ALLOWED, FORBIDDEN = "127.0.0.1", "127.0.0.2"
+
+SPELLINGS = {
+    # IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64 (well-known and local-use), 6to4, Teredo, ISATAP
+    "::ffff:169.254.169.254": "metadata", "::ffff:0:a9fe:a9fe": "metadata", "::169.254.169.254": "metadata",
+    "64:ff9b::a9fe:a9fe": "metadata", "2002:a9fe:a9fe::": "metadata", "2001:0:a9fe:a9fe::": "metadata",
+    "2001:0:4136:e378:8000:63bf:80ff:fffe": "loopback",  # Teredo client 127.0.0.1 (stored inverted)
+    "fe80::5efe:7f00:1": "link-local", "2001:4860::5efe:a9fe:a9fe": "metadata",
+    "::127.0.0.1": "loopback", "::ffff:127.0.0.2": "loopback", "64:ff9b::7f00:1": "loopback",
+    "2002:7f00:1::": "loopback", "64:ff9b::a00:1": "private", "2002:c0a8:101::1": "private",
+    "64:ff9b:1::1": "private", "::ffff:100.64.0.1": "private",
+    # plain forms
+    "169.254.169.254": "metadata", "fd00:ec2::254": "metadata", "100.100.100.200": "metadata",
+    "168.63.129.16": "metadata", "169.254.1.1": "link-local", "fe80::1%eth0": "link-local",
+    "fec0::1": "private", "fd12:3456::1": "private", "fc00::1": "private", "100.64.0.1": "private",
+    "10.1.2.3": "private", "172.16.0.1": "private", "192.168.1.1": "private", "ff02::1": "multicast",
+    "224.0.0.1": "multicast", "::": "unspecified", "0.0.0.0": "unspecified", "::1": "loopback",
+    "127.0.0.1": "loopback", "255.255.255.255": "broadcast", "240.0.0.1": "reserved", "2001:db8::1": "reserved",
+    "192.0.2.1": "reserved", "8.8.8.8": "public", "2606:4700::1111": "public", "64:ff9b::808:808": "public",
+    "2002:808:808::": "public",
+}
+
+
+@pytest.mark.parametrize("address,kind", sorted(SPELLINGS.items()))
+def test_every_spelling_of_an_address_is_classified_by_where_it_leads(address: str, kind: str) -> None:
+    assert classify(address) == kind
+
+
+def test_the_policy_refuses_forbidden_space_in_every_spelling_and_allows_only_what_it_lists() -> None:
+    policy = AccessPolicy(roots=[], networks=(ipaddress.ip_network("127.0.0.1/32"),), lan=False)
+    ok = policy.address_ok
+    assert ok(ipaddress.ip_address("127.0.0.1")) and ok(ipaddress.ip_address("::ffff:127.0.0.1"))
+    for text in ("127.0.0.2", "::ffff:127.0.0.2", "::127.0.0.2", "64:ff9b::7f00:2", "2002:7f00:2::", "::1",
+                 "::ffff:0:7f00:2", "10.0.0.1", "fd00::1"):
+        assert not ok(ipaddress.ip_address(text)), text
+    default = AccessPolicy(roots=[])  # LAN and public allowed, as shipped
+    assert ok(ipaddress.ip_address("8.8.8.8"))  # public stays allowed: only LAN is off
+    for text in [a for a, k in SPELLINGS.items() if k in ("metadata", "link-local", "loopback", "multicast",
+                                                          "unspecified", "broadcast", "reserved")]:
+        assert not default.address_ok(ipaddress.ip_address(text.split("%")[0])), text
+    assert default.address_ok(ipaddress.ip_address("64:ff9b::808:808"))  # NAT64 to a public host is public
+
+
+def _policy(resolve=None) -> AccessPolicy:  # type: ignore[no-untyped-def]
+    return AccessPolicy(roots=[], networks=(ipaddress.ip_network(f"{ALLOWED}/32"),), lan=False, public=False,
+                        resolve=resolve)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("hop") / "clip.ts", seconds=2.0, fmt="mpegts")
+
+
+def _frames(uri: str, guard: NetGuard, n: int = 3) -> int:
+    source = make_source(uri, {"live": False, "open_timeout_s": 5, "read_timeout_s": 5}, guard=guard)
+    count = 0
+    stream = source.open_stream(threading.Event())
+    try:
+        for item in stream:
+            count += isinstance(item, VideoIn)
+            if count >= n:
+                break
+    finally:
+        stream.close()
+    return count
+
+
+def test_redirects_are_followed_hop_by_hop_and_never_to_a_forbidden_host(clip: Path) -> None:
+    guard = _policy().net_guard()
+    with serving(FORBIDDEN, {"/clip.ts": file_route(clip)}) as bad:
+        p = bad.port
+        targets = [f"http://{FORBIDDEN}:{p}/clip.ts", f"http://[::ffff:{FORBIDDEN}]:{p}/clip.ts",
+                   f"http://[::{FORBIDDEN}]:{p}/clip.ts", f"http://2130706434:{p}/clip.ts", f"http://[::1]:{p}/",
+                   "file:///etc/passwd", f"rtsp://{FORBIDDEN}:{p}/x", f"//{FORBIDDEN}:{p}/clip.ts",
+                   "http://169.254.169.254/latest/meta-data/"]
+        routes = {f"/r{i}-{code}": redirect_route(t, code) for i, t in enumerate(targets) for code in (301, 302, 307)}
+        routes["/clip.ts"] = file_route(clip)
+        routes["/hop1"] = redirect_route("/hop2", 302)
+        routes["/hop2"] = redirect_route("/clip.ts", 308)
+        routes["/twice"] = redirect_route("/hop1-then-away", 302)
+        routes["/hop1-then-away"] = redirect_route(targets[0], 303)
+        routes["/loop"] = redirect_route("/loop", 302)
+        with serving(ALLOWED, routes) as good:
+            base = f"http://{ALLOWED}:{good.port}"
+            assert _frames(f"{base}/hop1", guard) == 3  # allowed redirects are followed
+            refused = []
+            for path in [*routes.keys() - {"/clip.ts", "/hop1", "/hop2", "/hop1-then-away", "/loop"}]:
+                with pytest.raises(FetchRefused) as exc:
+                    open_media(f"{base}{path}", guard, 2, 2)
+                refused.append(str(exc.value))
+            with pytest.raises(MediaError, match="redirects"):
+                open_media(f"{base}/loop", guard, 2, 2)
+            with pytest.raises(SourceError, match="not on a network"):
+                _frames(f"{base}/r0-302", guard)
+        assert bad.connections == 0
+    assert len(refused) == len(targets) * 3 + 1
+
+
+def _playlist(*uris: str, ended: bool = True, head: str = "") -> str:
+    body = "".join(f"#EXTINF:2.0,\n{u}\n" for u in uris)
+    return f"#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n{head}{body}" + ("#EXT-X-ENDLIST\n" if ended else "")
+
+
+def test_hls_playlists_are_read_here_and_every_entry_is_checked(clip: Path) -> None:
+    guard = _policy().net_guard()
+    with serving(FORBIDDEN, {"/clip.ts": file_route(clip), "/media.m3u8": text_route(_playlist("clip.ts"))}) as bad:
+        away = f"http://{FORBIDDEN}:{bad.port}"
+        routes = {
+            "/clip.ts": file_route(clip),
+            "/good.m3u8": text_route(_playlist("clip.ts", "/clip.ts")),
+            "/master.m3u8": text_route("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100\ngood.m3u8\n"),
+            "/second-away.m3u8": text_route(_playlist("clip.ts", f"{away}/clip.ts")),
+            "/first-away.m3u8": text_route(_playlist(f"{away}/clip.ts")),
+            "/mapped-away.m3u8": text_route(_playlist(f"http://[::ffff:{FORBIDDEN}]:{bad.port}/clip.ts")),
+            "/variant-away.m3u8": text_route(f"#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=9\n{away}/media.m3u8\n"),
+            "/map-away.m3u8": text_route(_playlist("clip.ts", head=f'#EXT-X-MAP:URI="{away}/clip.ts"\n')),
+            "/file-entry.m3u8": text_route(_playlist("file:///etc/passwd")),
+            "/as-text.m3u8": text_route(_playlist(f"{away}/clip.ts"), "text/plain"),  # sniffed by name and #EXTM3U
+            "/sniffed": text_route(_playlist(f"{away}/clip.ts"), "application/octet-stream"),
+            "/live.m3u8": text_route(_playlist("clip.ts", f"{away}/clip.ts", ended=False)),
+            "/redirect-to-list": redirect_route(f"{away}/media.m3u8"),
+            "/concat.ts": text_route(f"ffconcat version 1.0\nfile {away}/clip.ts\n", "video/mp2t"),
+            "/dash.mpd": text_route("<?xml version='1.0'?><MPD></MPD>", "application/dash+xml"),
+        }
+        with serving(ALLOWED, routes) as good:
+            base = f"http://{ALLOWED}:{good.port}"
+            assert _frames(f"{base}/good.m3u8", guard, n=25) == 25  # both segments, through the reader
+            assert _frames(f"{base}/master.m3u8", guard) == 3
+            for path in routes.keys() - {"/clip.ts", "/good.m3u8", "/master.m3u8"}:
+                with pytest.raises(SourceError):
+                    _frames(f"{base}{path}", guard, n=40)  # 40 frames: more than the first segment holds
+            no_lists = NetGuard(allow=guard.allow, playlists=False)
+            with pytest.raises(FetchRefused, match="playlists are not accepted"):
+                open_media(f"{base}/good.m3u8", no_lists)
+        assert bad.connections == 0
+
+
+def test_a_name_is_checked_on_every_lookup_so_a_rebinding_answer_never_connects(clip: Path) -> None:
+    answers = iter([[ALLOWED], [FORBIDDEN], [FORBIDDEN], [ALLOWED, FORBIDDEN], [f"::ffff:{FORBIDDEN}"]])
+    lookups: list[str] = []
+
+    def resolve(host: str) -> list[str]:  # the DNS layer: first the allowed answer, then the forbidden ones
+        lookups.append(host)
+        return next(answers)
+
+    policy = _policy(resolve)
+    with serving(FORBIDDEN, {"/clip.ts": file_route(clip)}) as bad:
+        url = f"http://rebind.test:{bad.port}/clip.ts"
+        assert policy.check_url(url) == url  # the early check saw the allowed answer
+        for _ in range(4):  # the fetch, and every reconnect, looks up and checks again
+            with pytest.raises(SourceError, match="not on a network"):
+                _frames(url, policy.net_guard())
+        with pytest.raises(AccessDenied):
+            policy.check_url(url)  # the answers have run out: the name no longer resolves
+    assert bad.connections == 0 and lookups == ["rebind.test"] * 6
+
+
+def test_a_pinned_fetch_connects_to_the_checked_address_and_keeps_the_name(clip: Path) -> None:
+    seen: list[str] = []
+    with serving(ALLOWED, {"/clip.ts": lambda h: (seen.append(h.headers["Host"]) or 200, {}, clip.read_bytes())}) as good:
+        guard = _policy(lambda _h: [ALLOWED]).net_guard()
+        assert _frames(f"http://cam.test:{good.port}/clip.ts", guard) == 3
+        assert guard.pinned_url(f"rtsp://u:p@cam.test:{good.port}/live") == f"rtsp://u:p@{ALLOWED}:{good.port}/live"
+    assert seen == [f"cam.test:{good.port}"]
