@@ -32,7 +32,14 @@ from perception.settings import (
 )
 from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
-from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
+from plugin.manifest_limits import (
+    MAX_DEPTH,
+    MAX_MANIFEST_BYTES,
+    YAMLLimitError,
+    literal_secrets,
+    load_yaml_bounded,
+    nesting_depth,
+)
 from plugin.mqtt import MqttChannelConfig
 
 __all__ = [
@@ -536,7 +543,12 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     if file.stat().st_size > MAX_MANIFEST_BYTES:
         raise ManifestError(str(file), [ManifestProblem("", f"the file is larger than {MAX_MANIFEST_BYTES} bytes",
                                                         "a manifest is a short configuration file; check the path")])
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(str(file), [ManifestProblem(
+            "", f"the file is not UTF-8 text (byte {exc.start} cannot be decoded)",
+            "save it as UTF-8; a manifest is a short text file — check the path")]) from None
     try:
         if file.suffix.lower() == ".toml":
             data: Any = tomllib.loads(text)
@@ -546,8 +558,11 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
             raise ManifestError(
                 str(file), [ManifestProblem("", f"unsupported extension {file.suffix!r}", "use .yaml, .yml or .toml")]
             )
-    except YAMLLimitError as exc:
-        raise ManifestError(str(file), [ManifestProblem("", str(exc), "simplify the file")]) from None
+        if nesting_depth(data) > MAX_DEPTH:
+            raise YAMLLimitError(f"the manifest is nested more than {MAX_DEPTH} levels deep")
+    except (YAMLLimitError, RecursionError) as exc:
+        what = str(exc) if isinstance(exc, YAMLLimitError) else f"the manifest is nested more than {MAX_DEPTH} levels deep"
+        raise ManifestError(str(file), [ManifestProblem("", what, "simplify the file")]) from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ManifestError(str(file), [ManifestProblem("", f"cannot parse: {exc}", "fix the syntax")]) from None
     return parse_manifest(data, str(file))

@@ -49,7 +49,7 @@ def test_vlm_stage_on_the_real_clip_through_the_engine(hamilton: Path, tmp_path:
         perception = {"sample_fps": 2.0, "min_segment_s": 0.5, "max_segment_s": 1.5, "keyframes_per_segment": 1,
                       "mode": "live_latency", "ocr": {"type": "none"}, "asr": {"type": "none"},
                       "objects": {"type": "none"}, "body": {"type": "none"}}
-        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:sk-x}", "stages": {"segment": {"timeout_s": 10}}}
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:}", "stages": {"segment": {"timeout_s": 10}}}
         with engine_for(tmp_path, perception=perception, vlm=vlm, rules=[{"text": RULE}]) as engine:
             steer: list[str] = []
 
