@@ -42,6 +42,7 @@ from perception.drivers.analyzer import Pipeline
 from perception.drivers.ingest import ingest_file, ingest_live, live_start_point
 from perception.media.fetch import NetGuard
 from perception.media.gateway import KEYFRAMES_AFTER_S, Gateway, Mode
+from perception.media.redact import redact_text
 from perception.media.sources import (
     PhoneSource,
     Source,
@@ -150,10 +151,10 @@ class _Runner:
             else:
                 self.state = "stopped"
         except SourceError as exc:
-            self.state, self.error = "failed", redact_uri(str(exc))
+            self.state, self.error = "failed", redact_text(str(exc))
             logger.error("capture %s failed: %s", self.camera_id, self.error)
         except Exception as exc:  # the worker's top loop: keep the traceback, report the failure
-            self.state, self.error = "failed", redact_uri(f"{type(exc).__name__}: {exc}")
+            self.state, self.error = "failed", redact_text(f"{type(exc).__name__}: {exc}")
             logger.exception("capture %s failed", self.camera_id)
 
     def info(self) -> CaptureInfo:
@@ -356,8 +357,8 @@ class Worker:
             try:
                 self.start_capture(cfg.uri, cfg.camera_id, dict(getattr(cfg, "options", None) or {}))
             except (SourceError, ValueError) as exc:
-                logger.error("source %s not started: %s", redact_uri(cfg.uri), exc)
-                errors.append(f"{redact_uri(cfg.uri)}: {exc}")
+                logger.error("source %s not started: %s", redact_uri(cfg.uri), redact_text(str(exc)))
+                errors.append(f"{redact_uri(cfg.uri)}: {redact_text(str(exc))}")
         return errors
 
     def idle(self) -> bool:

@@ -21,7 +21,7 @@ _URI = re.compile(r"""[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s'"<>`]+""")
 _USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
 #: ``name=value`` query parameters with secret names, anywhere in a text
 _PARAM = re.compile(r"(?i)([?&;](?:[^=&\s'\"]*(?:pass|pwd|token|key|secret|auth|sig|credential|session)"
-                    r"[^=&\s'\"]*)=)[^&\s'\"#]+")
+                    r"[^=&\s'\"]*)=)[^&\s'\"#]*[^&\s'\"#.,;:)\]]")
 
 
 def redact_uri(uri: str) -> str:
