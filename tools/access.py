@@ -12,15 +12,22 @@ directory) and no directory below that root is hidden (``~/.ssh``, ``~/.config``
 anything, with one text whether or not it exists.
 
 URLs. The scheme must be listed in ``access.url_schemes`` (rtsp, rtsps, http, https). The host is
-resolved and every address must be allowed: private LAN ranges when ``access.lan`` (default on),
-public addresses when ``access.public`` (default on), loopback only when ``access.loopback``, and
-anything listed in ``access.networks``. Link-local (169.254.0.0/16, fe80::/10, which holds the
-cloud metadata services), unspecified, multicast and reserved addresses, and the known metadata
-addresses, are always refused. A refused URL gets one text, without connecting, so a tool call
-cannot tell closed, silent and open ports apart behind it.
+resolved and every address must be allowed (:meth:`AccessPolicy.address_ok`, on the one classifier
+of :mod:`perception.media.addresses`, which reads the IPv4 address inside every IPv6 form): private
+LAN ranges when ``access.lan`` (default on), public addresses when ``access.public`` (default on),
+loopback only when ``access.loopback``, and anything listed in ``access.networks``. Link-local,
+cloud metadata, unspecified and multicast addresses are always refused. A refused URL gets one
+text, without connecting, so a tool call cannot tell closed, silent and open ports apart behind it.
+That check is the early answer; the capture itself fetches with :meth:`AccessPolicy.net_guard`,
+which checks and pins every hop again (redirects, HLS entries, each new lookup of the name).
+
+Playlists. A local playlist or concat list (:data:`PLAYLIST_SUFFIXES`) is refused: its entries
+could name files or URLs outside the roots. (Renamed ones cannot be opened as playlists either:
+local media are opened with media-only demuxers.) A folder's files are each checked on reading.
 
 Limits. ``open_timeout_s`` / ``read_timeout_s`` (and the other caller-chosen durations) are clamped
-to ``access.max_timeout_s``; paths longer than the platform allows get a clear error.
+to ``access.max_timeout_s``; paths and names are limited in UTF-8 bytes (4096 per path, 255 per
+name, as file systems count). :func:`start_checked` is how an untrusted caller starts a capture.
 """
 
 from __future__ import annotations

@@ -6,9 +6,12 @@ stored in memory, with any credentials removed), whether it is *live*, and how t
 stream's own timestamps (``None`` when a live packet has none). Sampling, time mapping, queues and
 reconnects are the gateway's job (:mod:`perception.media.gateway`).
 
-Every network open uses both FFmpeg's socket timeout and PyAV's interrupt-based
-``timeout=(open, read)``: without them a silent RTSP server hangs ``av.open`` forever. Every
-packet of a live stream is decoded (the first IDR packet may carry no timestamp).
+HTTP(S) sources (MPEG-TS, HLS, MP4) are fetched by :mod:`perception.media.fetch` (every hop pinned
+and checked by the source's :class:`~perception.media.fetch.NetGuard`) and FFmpeg reads the fetched
+bytes through media-only demuxers; RTSP is opened by FFmpeg on the checked address. Every network
+open uses both socket timeouts and PyAV's interrupt-based ``timeout=(open, read)``: without them a
+silent server hangs ``av.open`` forever. Every packet of a live stream is decoded (the first IDR
+packet may carry no timestamp).
 
 URI forms: a file path; ``rtsp://`` / ``rtsps://``; ``http(s)://`` (MPEG-TS, HLS ``.m3u8``, faststart
 MP4); ``/dev/videoN`` or ``v4l2:///dev/videoN``; a folder of images; ``phone:CAMERA`` (chunks posted by
