@@ -90,6 +90,18 @@ async def test_capture_start_never_reaches_a_forbidden_host_by_any_route(tmp_pat
     assert [c["camera_id"] for c in status["captures"]] == ["ok"]  # type: ignore[index]
 
 
+async def test_names_are_limited_in_utf8_bytes_with_a_plain_error(tmp_path: Path) -> None:
+    media = tmp_path / "media"
+    media.mkdir()
+    names = ["é" * 200 + ".mp4", "😀" * 70 + ".mp4", "a" * 300 + ".mp4", "é" * 100 + "/" + "x.mp4"]
+    async with Client(create_server(load_manifest(_manifest(tmp_path)))) as client:
+        texts = [(await client.call_tool("capture_start", {"source": str(media / n)})) for n in names]
+    for result in texts[:3]:
+        assert result.is_error and "at most 4096 bytes in UTF-8, 255 per name" in _text(result), _text(result)
+    assert texts[3].is_error and "media file not found" in _text(texts[3])  # 200 bytes: a fine name, no such file
+    assert not any("Traceback" in _text(r) or "OSError" in _text(r) for r in texts)
+
+
 def test_a_folder_source_does_not_follow_links_out_of_the_roots(tmp_path: Path) -> None:
     import cv2
     import numpy as np

@@ -25,7 +25,7 @@ def test_the_cli_logging_redacts_every_record_at_every_level(capfd: pytest.Captu
     try:
         url = "http://bob:hunter2@127.0.0.1:9/cam.ts?token=tk-9f8e"
         logging.getLogger("perception.media.fetch").debug("GET %s", url)
-        logging.getLogger("libav.http").info("Opening '%s' for reading", url)
+        logging.getLogger("tests.a_library").info("Opening '%s' for reading", url)
         logging.getLogger("plugin.worker").error("source %s failed: %s", url, "rtsp://a:pw0rd@cam/live")
         try:
             raise OSError(f"connect failed for {url}")
