@@ -40,7 +40,7 @@ from plugin.manifest_limits import (
     load_yaml_bounded,
     nesting_depth,
 )
-from plugin.mqtt import MqttChannelConfig
+from plugin.acting.mqtt import MqttChannelConfig
 
 __all__ = [
     "Manifest",

@@ -1,6 +1,6 @@
 """References to an entity held by *other* rows: scrubbed on forget, moved selectively on split.
 
-A forgotten entity's own rows are deleted by :func:`memory.identity_ops.forget_entity`; this module
+A forgotten entity's own rows are deleted by :func:`memory.identity.identity_ops.forget_entity`; this module
 removes what other rows still say about it: other entities' identity decisions (runner-up, evidence,
 reasons), facts and notifications that mention it, rules that name it (a rule whose conditions named
 it is also disabled: without it, it would match anyone), notifications pointing at its deleted key
@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .search import sql_in, sql_literal
+from ..search.modes import sql_in, sql_literal
 
 __all__ = ["move_split_facts", "scrub_references", "scrub_text"]
 
