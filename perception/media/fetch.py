@@ -108,7 +108,8 @@ class NetGuard:
     max_redirects: int = MAX_REDIRECTS
     #: whether HLS playlists may be followed (segment by segment, each checked)
     playlists: bool = True
-    tls_verify: bool = True
+    #: verify HTTPS certificates (a tool call's guard does; a manifest camera may be self-signed, as FFmpeg allowed)
+    tls_verify: bool = False
     _ports: dict[str, int] = field(default_factory=lambda: {"http": 80, "https": 443, "rtsp": 554, "rtsps": 322})
 
     def pin(self, url: str) -> Pin:

@@ -256,7 +256,10 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
             container.seek(int(start_s / vs.time_base), stream=vs)
         except av.error.FFmpegError:
             logger.warning("seek to %.2fs failed in %s; decoding from the start", start_s, source.key)
-            container.seek(0, stream=vs)
+            try:
+                container.seek(0, stream=vs)
+            except av.error.FFmpegError:
+                pass  # a fetched stream cannot seek: it is read from where it is (the gateway skips to start_s)
     chunks = _AudioChunker() if audio is not None else None
     streams = [vs] if audio is None else [vs, audio]
     decoded = 0
