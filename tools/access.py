@@ -87,7 +87,6 @@ class AccessPolicy:
     networks: tuple[IPNetwork, ...] = ()
     devices: bool = True
     max_timeout_s: float = 30.0
-    max_captures: int = 16
     resolve: Any = None  # host -> list of address strings; socket.getaddrinfo by default
 
     def __post_init__(self) -> None:
@@ -102,7 +101,7 @@ class AccessPolicy:
         return cls(roots=[Path(r) for r in cfg.roots] if cfg.roots is not None else default_roots(),
                    hidden=cfg.hidden, url_schemes=tuple(cfg.url_schemes), lan=cfg.lan, public=cfg.public,
                    loopback=cfg.loopback, networks=tuple(ipaddress.ip_network(n, strict=False) for n in cfg.networks),
-                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s, max_captures=cfg.max_captures)
+                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s)
 
     # ------------------------------------------------------------------ paths
 
