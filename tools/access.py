@@ -238,10 +238,15 @@ class AccessPolicy:
     def clamp_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
         """``options`` with every caller-chosen duration bounded to (0, max_timeout_s].
 
+        ``rtsp_transport`` is ``tcp`` or ``udp`` (FFmpeg's other transports tunnel over HTTP or join
+        multicast groups the server names).
+
         Raises:
-            AccessDenied: a duration is not a number.
+            AccessDenied: a duration is not a number, or the RTSP transport is not tcp/udp.
         """
         out = dict(options or {})
+        if "rtsp_transport" in out and out["rtsp_transport"] not in ("tcp", "udp"):
+            raise AccessDenied("option rtsp_transport must be tcp or udp")
         for key in TIMEOUT_OPTIONS:
             if key in out:
                 value = out[key]
