@@ -41,6 +41,7 @@ from perception.media.bytefeed import ByteFeed
 from perception.media.images import read_image
 from perception.media.keygate import KeyframeGate
 from perception.media.redact import redact_uri
+from perception.media.rtsp_relay import RtspRelay
 from perception.media.video import resize_long_side
 
 __all__ = [
@@ -197,11 +198,19 @@ class AVSource(Source):
         if self.kind == "file":
             return av.open(self.uri, options=dict(LOCAL_MEDIA_OPTIONS)), None
         if self.kind == "rtsp":
-            # a checked source connects to the address checked, not to whatever a second lookup answers
-            url = self.uri if self.guard is None else self.guard.pinned_url(self.uri)
             opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6)),
                     "protocol_whitelist": _NET_PROTOCOLS}
-            return av.open(url, options=opts, timeout=(open_t, read_t)), None
+            if self.guard is None:
+                return av.open(self.uri, options=opts, timeout=(open_t, read_t)), None
+            # a checked source talks to the checked address through a relay that lets no redirect through
+            relay = RtspRelay(self.guard.pin(self.uri), open_t, read_t)
+            try:
+                return av.open(relay.url(self.uri), options=opts, timeout=(open_t, read_t)), relay
+            except (av.error.FFmpegError, OSError) as exc:
+                relay.close()
+                if relay.refused is not None:
+                    raise FetchRefused(relay.refused, self.key) from exc
+                raise
         if self.kind == "http":
             feed = open_media(self.uri, self.guard or NetGuard(), open_t, read_t, stop)
             try:

@@ -193,3 +193,27 @@ def test_a_pinned_fetch_connects_to_the_checked_address_and_keeps_the_name(clip:
         assert _frames(f"http://cam.test:{good.port}/clip.ts", guard) == 3
         assert guard.pinned_url(f"rtsp://u:p@cam.test:{good.port}/live") == f"rtsp://u:p@{ALLOWED}:{good.port}/live"
     assert seen == [f"cam.test:{good.port}"]
+
+
+def test_rtsp_goes_through_a_relay_on_the_checked_address_that_lets_no_redirect_through(clip: Path) -> None:
+    from tests.network.rtsp_fake import FakeRtsp
+
+    guard = _policy(lambda _h: [ALLOWED]).net_guard()
+    forbidden = FakeRtsp(FORBIDDEN, clip)
+    camera = FakeRtsp(ALLOWED, clip)
+    moved = FakeRtsp(ALLOWED, redirect=f"rtsp://{FORBIDDEN}:{forbidden.port}/live")
+    later = FakeRtsp(ALLOWED, redirect=f"rtsp://{FORBIDDEN}:{forbidden.port}/live", redirect_after_play=True)
+    try:
+        assert _frames(f"rtsp://user:pw@cam.test:{camera.port}/live", guard) == 3  # by name, pinned, relayed
+        with pytest.raises(SourceError, match="redirect"):
+            _frames(f"rtsp://cam.test:{moved.port}/live", guard)
+        with pytest.raises(SourceError):
+            _frames(f"rtsp://cam.test:{later.port}/live", guard)
+        with pytest.raises(SourceError, match="not on a network"):
+            _frames(f"rtsp://[::ffff:{FORBIDDEN}]:{forbidden.port}/live", guard)
+    finally:
+        for server in (forbidden, camera, moved, later):
+            server.close()
+    assert camera.requests[:4] == ["OPTIONS", "DESCRIBE", "SETUP", "PLAY"]
+    assert moved.requests[:2] == ["OPTIONS", "DESCRIBE"] and later.requests[:4] == ["OPTIONS", "DESCRIBE", "SETUP", "PLAY"]
+    assert forbidden.connections == 0
