@@ -13,7 +13,8 @@ FFmpeg is never handed a URL it would resolve and follow by itself. Instead:
   segment bytes. DASH manifests and encrypted or byte-range HLS are refused.
 * The bytes go to PyAV as a file-like object, opened with :data:`MEDIA_OPTIONS`: a whitelist of
   demuxers that never open other resources (no ``hls``, ``dash``, ``concat`` …) and no protocols.
-* RTSP stays with FFmpeg, but on the pinned address (:meth:`NetGuard.pinned_url`).
+* RTSP stays with FFmpeg, but through :class:`perception.media.rtsp_relay.RtspRelay` on the pinned
+  address, which lets no redirect through.
 
 A refused hop raises :class:`FetchRefused` with one text for every refused host, before connecting.
 """

@@ -8,7 +8,8 @@ reconnects are the gateway's job (:mod:`perception.media.gateway`).
 
 HTTP(S) sources (MPEG-TS, HLS, MP4) are fetched by :mod:`perception.media.fetch` (every hop pinned
 and checked by the source's :class:`~perception.media.fetch.NetGuard`) and FFmpeg reads the fetched
-bytes through media-only demuxers; RTSP is opened by FFmpeg on the checked address. Every network
+bytes through media-only demuxers; a checked RTSP source is opened by FFmpeg through a loopback
+relay to the checked address (:mod:`perception.media.rtsp_relay`: no redirect gets through). Every network
 open uses both socket timeouts and PyAV's interrupt-based ``timeout=(open, read)``: without them a
 silent server hangs ``av.open`` forever. Every packet of a live stream is decoded (the first IDR
 packet may carry no timestamp).

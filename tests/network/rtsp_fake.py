@@ -4,6 +4,7 @@ the TCP connection, or a redirect (``302`` answer, or a server ``REDIRECT`` requ
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from pathlib import Path
 
@@ -15,8 +16,9 @@ class FakeRtsp:
     with ``redirect_after_play`` sends a REDIRECT request once playing. Counts accepted connections."""
 
     def __init__(self, host: str, ts: Path | None = None, redirect: str | None = None,
-                 redirect_after_play: bool = False) -> None:
+                 redirect_after_play: bool = False, tls: ssl.SSLContext | None = None) -> None:
         self.ts = ts.read_bytes() if ts is not None else b""
+        self.tls = tls
         self.redirect, self.redirect_after_play = redirect, redirect_after_play
         self.connections = 0
         self.requests: list[str] = []
@@ -48,6 +50,8 @@ class FakeRtsp:
     def _serve(self, conn: socket.socket) -> None:
         buf = b""
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             while True:
                 while b"\r\n\r\n" not in buf:
                     data = conn.recv(4096)

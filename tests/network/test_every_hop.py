@@ -217,3 +217,27 @@ def test_rtsp_goes_through_a_relay_on_the_checked_address_that_lets_no_redirect_
     assert camera.requests[:4] == ["OPTIONS", "DESCRIBE", "SETUP", "PLAY"]
     assert moved.requests[:2] == ["OPTIONS", "DESCRIBE"] and later.requests[:4] == ["OPTIONS", "DESCRIBE", "SETUP", "PLAY"]
     assert forbidden.connections == 0
+
+
+def test_rtsps_is_relayed_with_tls_to_the_camera_under_its_name(clip: Path, tmp_path: Path) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    from tests.network.rtsp_fake import FakeRtsp
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command makes the camera's test certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=cam.test", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    names: list[str] = []
+    context.sni_callback = lambda _sock, name, _ctx: names.append(name)  # type: ignore[assignment,func-returns-value]
+    camera = FakeRtsp(ALLOWED, clip, tls=context)
+    try:
+        assert _frames(f"rtsps://cam.test:{camera.port}/live", _policy(lambda _h: [ALLOWED]).net_guard()) == 3
+    finally:
+        camera.close()
+    assert names == ["cam.test"] and camera.requests[:4] == ["OPTIONS", "DESCRIBE", "SETUP", "PLAY"]
