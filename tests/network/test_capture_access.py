@@ -20,6 +20,7 @@ from plugin.manifest import load_manifest
 from plugin.server import create_server
 from tests.conftest import write_manifest
 from tests.network.hop_servers import SilentListener, file_route, redirect_route, serving, text_route
+from tests.network.rtsp_fake import FakeRtsp
 from tests.plugin.stream_media import make_clip
 from tools.access import AccessPolicy
 
@@ -58,6 +59,7 @@ async def test_capture_start_never_reaches_a_forbidden_host_by_any_route(tmp_pat
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     with serving(FORBIDDEN, {"/clip.ts": file_route(clip), "/list.m3u8": text_route("#EXTM3U\nclip.ts\n")}) as bad:
         away = f"http://{FORBIDDEN}:{bad.port}"
+        rtsp_moved = FakeRtsp(ALLOWED, redirect=f"rtsp://{FORBIDDEN}:{bad.port}/live")
         (media / "list.m3u8").write_text(f"#EXTM3U\n#EXTINF:2,\n{away}/clip.ts\n#EXT-X-ENDLIST\n")
         (media / "renamed.mp4").write_text(f"#EXTM3U\n#EXTINF:2,\n{away}/clip.ts\n#EXT-X-ENDLIST\n")
         (media / "concat.mkv").write_text(f"ffconcat version 1.0\nfile {away}/clip.ts\n")
@@ -67,7 +69,7 @@ async def test_capture_start_never_reaches_a_forbidden_host_by_any_route(tmp_pat
                   "/list.m3u8": text_route(f"#EXTM3U\n#EXTINF:2,\n{away}/clip.ts\n#EXT-X-ENDLIST\n")}
         with serving(ALLOWED, routes) as good:
             base = f"http://{ALLOWED}:{good.port}"
-            refused = [f"{base}/away", f"{base}/mapped", f"{base}/list.m3u8", f"{away}/clip.ts",
+            refused = [f"rtsp://{ALLOWED}:{rtsp_moved.port}/live", f"{base}/away", f"{base}/mapped", f"{base}/list.m3u8", f"{away}/clip.ts",
                        f"http://rebind.test:{bad.port}/clip.ts", str(media / "list.m3u8"), str(media / "renamed.mp4"),
                        str(media / "concat.mkv"), str(media / "list.txt")]
             refused += [f"http://[{a}]:{bad.port}/clip.ts" for a in (
@@ -83,6 +85,7 @@ async def test_capture_start_never_reaches_a_forbidden_host_by_any_route(tmp_pat
                                for u in refused}
                     status = (await client.call_tool("capture_status", {})).structured_content
         connections = bad.connections
+        rtsp_moved.close()
     assert not started.is_error, _text(started)
     assert {u for u, r in results.items() if not r.is_error} == set(), {u: _text(r) for u, r in results.items()}
     assert "not accepted from tool calls" in _text(results[str(media / "list.m3u8")])
