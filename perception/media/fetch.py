@@ -22,8 +22,11 @@ A refused hop raises :class:`FetchRefused` with one text for every refused host,
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import logging
+import re
+import secrets
 import socket
 import ssl
 import threading
@@ -54,6 +57,7 @@ _HLS_TYPES = ("application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/m
 _DASH_TYPES = ("application/dash+xml",)
 _DNS_TIMEOUT_S = 3.0
 Resolver = Callable[[str], list[str]]
+_CHALLENGE_FIELD = re.compile(r'(\w+)=(?:"([^"]*)"|([^\s,]+))')
 
 
 class FetchRefused(MediaError):
@@ -223,34 +227,73 @@ class HttpBody:
         self._conn.close()
 
 
+def _get(pin: Pin, target: str, headers: dict[str, str], guard: NetGuard, open_s: float,
+         read_s: float) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    conn: http.client.HTTPConnection = (_PinnedHTTPS(pin, open_s, read_s, guard.tls_verify)
+                                        if pin.scheme == "https" else _PinnedHTTP(pin, open_s, read_s))
+    try:
+        conn.request("GET", target, headers=headers)
+        return conn, conn.getresponse()
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        raise OSError(f"HTTP request failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _digest(challenge: str, user: str, password: str, target: str) -> str | None:
+    """The ``Authorization`` value answering an HTTP Digest ``challenge`` (MD5 or SHA-256, qop auth), or None."""
+    fields = {k.lower(): quoted or bare for k, quoted, bare in _CHALLENGE_FIELD.findall(challenge)}
+    algorithm = fields.get("algorithm", "MD5").upper()
+    digest = {"MD5": hashlib.md5, "SHA-256": hashlib.sha256}.get(algorithm)
+    realm, nonce = fields.get("realm"), fields.get("nonce")
+    if digest is None or realm is None or nonce is None:
+        return None
+
+    def h(text: str) -> str:
+        return digest(text.encode()).hexdigest()
+
+    ha1, ha2 = h(f"{user}:{realm}:{password}"), h(f"GET:{target}")
+    parts = [f'username="{user}"', f'realm="{realm}"', f'nonce="{nonce}"', f'uri="{target}"', f"algorithm={algorithm}"]
+    if "auth" in [q.strip() for q in fields.get("qop", "").split(",")]:
+        cnonce = secrets.token_hex(8)
+        parts += [f'response="{h(f"{ha1}:{nonce}:00000001:{cnonce}:auth:{ha2}")}"', "qop=auth", "nc=00000001",
+                  f'cnonce="{cnonce}"']
+    else:
+        parts.append(f'response="{h(f"{ha1}:{nonce}:{ha2}")}"')
+    if "opaque" in fields:
+        parts.append(f'opaque="{fields["opaque"]}"')
+    return "Digest " + ", ".join(parts)
+
+
 def open_http(url: str, guard: NetGuard, open_s: float = 10.0, read_s: float = 10.0) -> HttpBody:
     """GET ``url`` with every hop pinned and checked; redirects are followed here (at most ``max_redirects``).
+
+    Credentials in the first URL (``user:password@``) answer Basic and Digest challenges of that
+    origin only; a redirect to another origin does not get them.
 
     Raises:
         FetchRefused: a hop is not allowed. MediaError: an HTTP error status or too many redirects.
         OSError: the connection failed or timed out.
     """
     origin = urlsplit(url)
-    credentials = (unquote(origin.username or ""), unquote(origin.password or ""))
+    user, password = unquote(origin.username or ""), unquote(origin.password or "")
     for _hop in range(guard.max_redirects + 1):
         pin = guard.pin(url)
         if pin.scheme not in ("http", "https"):
             raise FetchRefused(f"URL scheme {pin.scheme!r} cannot be fetched over HTTP", _safe(url))
         parts = urlsplit(url)
-        conn: http.client.HTTPConnection = (_PinnedHTTPS(pin, open_s, read_s, guard.tls_verify)
-                                            if pin.scheme == "https" else _PinnedHTTP(pin, open_s, read_s))
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         headers = {"User-Agent": "ReflectWorld", "Accept": "*/*", "Connection": "close"}
         same_origin = (parts.scheme, parts.hostname, parts.port) == (origin.scheme, origin.hostname, origin.port)
-        if any(credentials) and same_origin:
-            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
-            headers["Authorization"] = f"Basic {token}"
-        path = parts.path or "/"
-        try:
-            conn.request("GET", path + (f"?{parts.query}" if parts.query else ""), headers=headers)
-            response = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise OSError(f"HTTP request failed: {type(exc).__name__}: {exc}") from exc
+        if (user or password) and same_origin:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        conn, response = _get(pin, target, headers, guard, open_s, read_s)
+        challenge = response.getheader("www-authenticate") or ""
+        if response.status == 401 and "Authorization" in headers and challenge.lower().startswith("digest"):
+            answer = _digest(challenge, user, password, target)
+            if answer is not None:  # the same pinned address answers the challenge
+                response.close()
+                conn.close()
+                conn, response = _get(pin, target, {**headers, "Authorization": answer}, guard, open_s, read_s)
         if response.status in (301, 302, 303, 307, 308):
             location = response.getheader("location")
             response.close()

@@ -241,3 +241,40 @@ def test_rtsps_is_relayed_with_tls_to_the_camera_under_its_name(clip: Path, tmp_
     finally:
         camera.close()
     assert names == ["cam.test"] and camera.requests[:4] == ["OPTIONS", "DESCRIBE", "SETUP", "PLAY"]
+
+
+def _digest_route(clip: Path, user: str, password: str, seen: list[str]):  # type: ignore[no-untyped-def]
+    import hashlib
+    import re
+
+    realm, nonce = "cam", "n0nce"
+
+    def route(handler):  # type: ignore[no-untyped-def]
+        auth = handler.headers.get("Authorization") or ""
+        seen.append(auth.split(" ", 1)[0])
+        fields = {k: a or b for k, a, b in re.findall(r'(\w+)=(?:"([^"]*)"|([^\s,]+))', auth)}
+        if auth.startswith("Digest ") and fields.get("username") == user:
+            md5 = lambda t: hashlib.md5(t.encode()).hexdigest()  # noqa: E731
+            ha1, ha2 = md5(f"{user}:{realm}:{password}"), md5(f"GET:{fields['uri']}")
+            want = md5(f"{ha1}:{nonce}:{fields['nc']}:{fields['cnonce']}:auth:{ha2}")
+            if fields.get("response") == want and fields["uri"] == handler.path:
+                return 200, {"Content-Type": "video/mp2t"}, clip.read_bytes()
+        return 401, {"WWW-Authenticate": f'Digest realm="{realm}", nonce="{nonce}", qop="auth", algorithm=MD5'}, b""
+
+    return route
+
+
+def test_credentials_answer_basic_and_digest_on_their_origin_and_never_follow_a_redirect_elsewhere(clip: Path) -> None:
+    seen: list[str] = []
+    other_seen: list[str | None] = []
+    guard = _policy().net_guard()
+    with serving(ALLOWED, {"/x.ts": lambda h: (other_seen.append(h.headers.get("Authorization")) or 200, {},
+                                                clip.read_bytes())}) as other:
+        routes = {"/cam.ts": _digest_route(clip, "bob", "s3cret", seen),
+                  "/elsewhere": redirect_route(f"http://{ALLOWED}:{other.port}/x.ts")}
+        with serving(ALLOWED, routes) as good:
+            assert _frames(f"http://bob:s3cret@{ALLOWED}:{good.port}/cam.ts", guard) == 3
+            with pytest.raises(SourceError, match="401"):
+                _frames(f"http://bob:wrong@{ALLOWED}:{good.port}/cam.ts", guard)
+            assert _frames(f"http://bob:s3cret@{ALLOWED}:{good.port}/elsewhere", guard) == 3
+    assert seen[:2] == ["Basic", "Digest"] and other_seen == [None]
