@@ -238,15 +238,17 @@ class AccessPolicy:
     def clamp_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
         """``options`` with every caller-chosen duration bounded to (0, max_timeout_s].
 
-        ``rtsp_transport`` is ``tcp`` or ``udp`` (FFmpeg's other transports tunnel over HTTP or join
-        multicast groups the server names).
+        ``rtsp_transport`` can only be ``tcp``: over UDP the camera's SETUP answer names where FFmpeg
+        sends its packets (``source=``, multicast ``destination=``), and the other transports tunnel
+        over HTTP; a UDP-only camera belongs in the manifest's sources.
 
         Raises:
-            AccessDenied: a duration is not a number, or the RTSP transport is not tcp/udp.
+            AccessDenied: a duration is not a number, or the RTSP transport is not tcp.
         """
         out = dict(options or {})
-        if "rtsp_transport" in out and out["rtsp_transport"] not in ("tcp", "udp"):
-            raise AccessDenied("option rtsp_transport must be tcp or udp")
+        if "rtsp_transport" in out and out["rtsp_transport"] != "tcp":
+            raise AccessDenied("option rtsp_transport can only be tcp for a tool call (over UDP the camera names "
+                               "where packets go); list a UDP-only camera in the manifest's sources")
         for key in TIMEOUT_OPTIONS:
             if key in out:
                 value = out[key]

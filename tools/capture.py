@@ -87,8 +87,8 @@ def register(server: MCPServer[Any]) -> None:
         camera_id: Annotated[str | None, Field(description="name to file memories under (default: derived "
                                                "from the source)", max_length=64)] = None,
         options: Annotated[dict[str, Any] | None, Field(description="optional: mode (offline_quality | "
-                           "live_latency), open_timeout_s, read_timeout_s, rtsp_transport (tcp | udp), stall_s, "
-                           "image_interval_s, video_size, framerate, input_format")] = None,
+                           "live_latency), open_timeout_s, read_timeout_s, rtsp_transport (tcp; UDP cameras go in "
+                           "the manifest), stall_s, image_interval_s, video_size, framerate, input_format")] = None,
     ) -> Annotated[CallToolResult, CaptureState]:
         """Start remembering a camera, stream or file in the background.
 

@@ -64,11 +64,11 @@ def test_the_policy_refuses_forbidden_space_in_every_spelling_and_allows_only_wh
     assert default.address_ok(ipaddress.ip_address("64:ff9b::808:808"))  # NAT64 to a public host is public
 
 
-def test_tool_options_cannot_pick_tunnelling_or_multicast_rtsp_transports() -> None:
+def test_tool_options_keep_rtsp_on_tcp() -> None:
     policy = AccessPolicy(roots=[])
-    assert policy.clamp_options({"rtsp_transport": "udp"}) == {"rtsp_transport": "udp"}
-    for transport in ("http", "udp_multicast", "https", ["tcp"]):
-        with pytest.raises(AccessDenied, match="tcp or udp"):
+    assert policy.clamp_options({"rtsp_transport": "tcp"}) == {"rtsp_transport": "tcp"}
+    for transport in ("udp", "http", "udp_multicast", "https", ["tcp"]):
+        with pytest.raises(AccessDenied, match="can only be tcp"):
             policy.clamp_options({"rtsp_transport": transport})
 
 
