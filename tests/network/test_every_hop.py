@@ -278,3 +278,16 @@ def test_credentials_answer_basic_and_digest_on_their_origin_and_never_follow_a_
                 _frames(f"http://bob:wrong@{ALLOWED}:{good.port}/cam.ts", guard)
             assert _frames(f"http://bob:s3cret@{ALLOWED}:{good.port}/elsewhere", guard) == 3
     assert seen[:2] == ["Basic", "Digest"] and other_seen == [None]
+
+
+def test_a_phone_upload_that_is_a_playlist_is_not_followed(clip: Path) -> None:
+    from perception.media.sources import PhoneSource
+
+    with serving(FORBIDDEN, {"/clip.ts": file_route(clip)}) as bad:
+        source = PhoneSource("phone:pocket", {"read_timeout_s": 2})
+        source.feed.write(f"#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nhttp://{FORBIDDEN}:{bad.port}/clip.ts\n"
+                          "#EXT-X-ENDLIST\n".encode())
+        source.feed.restart()
+        with pytest.raises(SourceError):
+            list(source.open_stream(threading.Event()))
+    assert bad.connections == 0
