@@ -22,8 +22,10 @@ Speaker *identity* (which entity a voice is) is decided elsewhere
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -125,20 +127,48 @@ class SpeakerSegmenter:
         """Whether the model loaded (loads it on first call)."""
         return self._model.session() is not None
 
-    def activity(self, window: np.ndarray) -> np.ndarray:
-        """``[frames, 3]`` booleans: which local speaker talks in each frame (window padded to 10 s)."""
+    def probabilities(self, window: np.ndarray) -> np.ndarray:
+        """``[frames, 7]`` powerset class probabilities of a ≤ 10 s window (padded to 10 s)."""
         session = self._model.session()
         if session is None:
-            return np.zeros((0, 3), bool)
+            return np.zeros((0, len(POWERSET)), np.float32)
         n = int(WINDOW_S * SAMPLE_RATE)
         x = np.zeros(n, np.float32)
         x[:min(n, len(window))] = window[:n]
-        classes = session.run(None, {"waveform": x[None, None]})[0][0].argmax(-1)  # type: ignore[attr-defined]
+        return np.exp(session.run(None, {"waveform": x[None, None]})[0][0])  # type: ignore[attr-defined]
+
+    def activity(self, window: np.ndarray) -> np.ndarray:
+        """``[frames, 3]`` booleans: which local speaker talks in each frame (the most likely class)."""
+        classes = self.probabilities(window).argmax(-1)
         act = np.zeros((len(classes), 3), bool)
         for k, members in enumerate(POWERSET):
             for m in members:
                 act[classes == k, m] = True
         return act
+
+
+def frame_speakers(probs: np.ndarray, speech: np.ndarray, overlap_p: float) -> np.ndarray:
+    """``[frames, 3]`` local speaker activity from powerset ``probs`` where ``speech`` (per frame) is True.
+
+    The segmentation model is a poor judge of the short pauses of a lively conversation (it keeps a
+    speaker "talking" through 0.1–0.4 s gaps and even through digital silence) and calls two
+    alternating voices an overlap, so whether a frame holds speech comes from the voice activity
+    detector, and each speech frame gets its most likely local speaker (the largest marginal);
+    a second one only where the model gives an overlap class containing the first at least ``overlap_p``.
+    """
+    act = np.zeros((len(probs), 3), bool)
+    if not len(probs):
+        return act
+    marginal = np.stack([probs[:, [c for c, m in enumerate(POWERSET) if k in m]].sum(1) for k in range(3)], 1)
+    first = marginal.argmax(1)
+    rows = np.flatnonzero(speech)
+    act[rows, first[rows]] = True
+    for c, members in enumerate(POWERSET):
+        if len(members) == 2:
+            both = speech & (probs[:, c] >= overlap_p) & np.isin(first, members)
+            for m in members:
+                act[both, m] = True
+    return act
 
 
 @dataclass(frozen=True)
@@ -192,8 +222,12 @@ class Diarizer:
     """
 
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
-                 cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.5,
-                 min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 1.0) -> None:
+                 cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.8,
+                 min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 0.0,
+                 overlap_p: float = 0.9, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
+                 centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
+                 centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
+                 silence_p: float = 0.0) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -201,11 +235,89 @@ class Diarizer:
         self.min_turn_s = min_turn_s
         self.min_cluster_s = min_cluster_s
         self.run_gap_s = run_gap_s
+        self.overlap_p = overlap_p
+        self.vad_min_silence_s = vad_min_silence_s
+        self.speech_pad_s = speech_pad_s
+        self.vad_threshold = vad_threshold
+        self.min_piece_s = min_piece_s
+        self.silence_p = silence_p
+        self.centred_threshold = centred_threshold
+        self.same_voice = same_voice
+        self.centre_min_pieces = centre_min_pieces
+        self.centre_min_s = centre_min_s
+        self._vad: Any = None
+        self._vad_lock = threading.Lock()
+
+    def speech_frames(self, audio: np.ndarray) -> np.ndarray:
+        """Per segmentation frame of ``audio`` (from its start, 10 s windows back to back), whether it
+        holds speech by the voice activity detector (pauses of ``vad_min_silence_s`` kept, speech
+        widened by ``speech_pad_s``); all True when the detector is unavailable."""
+        n_win = int(np.ceil(len(audio) / SAMPLE_RATE / WINDOW_S))
+        per_win = int(np.ceil(WINDOW_S / FRAME_STEP_S)) + 1
+        mids = (np.arange(n_win)[:, None] * WINDOW_S + np.arange(per_win)[None] * FRAME_STEP_S
+                + FRAME_SPAN_S / 2).reshape(-1)
+        with self._vad_lock:
+            if self._vad is None:
+                from perception.media.audio import SileroVAD
+
+                try:
+                    self._vad = SileroVAD(threshold=self.vad_threshold)
+                except OSError as exc:  # MediaError: the model file is missing or fails its checksum
+                    logger.warning("diarization without voice activity detection: %s", exc)
+                    self._vad = False
+            if self._vad is False:
+                return np.ones(len(mids), bool)
+            self._vad.reset()
+            probs = self._vad.probabilities(audio)
+            self._vad.reset()
+            spans = self._vad.speech_intervals(probs, min_silence_s=self.vad_min_silence_s, min_speech_s=0.1)
+        mask = np.zeros(len(mids), bool)
+        for a, b in spans:
+            mask |= (mids >= a - self.speech_pad_s) & (mids < b + self.speech_pad_s)
+        return mask.reshape(n_win, per_win)
 
     @property
     def available(self) -> bool:
         """Whether both models loaded."""
         return self.segmenter.available and self.embedder.available
+
+    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray) -> list[int]:
+        """Cluster labels of a recording's voice pieces.
+
+        What two voices share (the channel: a telephone line, a room, a microphone) lifts every
+        cosine between them: different speakers measure 0.4 on a wide-band recording and 0.55 on a
+        telephone line, so no one threshold serves both. With enough pieces the recording's mean
+        embedding is taken off every piece first (what is left is the voice), and pieces are
+        clustered at ``centred_threshold``; clusters whose plain centroids are still alike
+        (``same_voice``: one speaker split by the centring) join again. Few pieces (a short turn)
+        are clustered on plain cosines at ``cluster_threshold``.
+        """
+        m = np.stack(vectors)
+        w = np.asarray(seconds, np.float64)
+        # pieces under min_speech_s embed too noisily to found a voice: they join the nearest one
+        strong = np.flatnonzero(w >= self.min_speech_s)
+        strong = strong if len(strong) else np.arange(len(w))
+        sub = cannot[np.ix_(strong, strong)]
+        space = m
+        if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
+            space = m - (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
+            space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
+            part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
+            part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
+            part = join_alike(m[strong], part, w[strong], sub, self.same_voice)
+        else:
+            part = cluster(list(m[strong]), self.cluster_threshold, cannot=sub)
+            part = absorb_small(list(m[strong]), part, list(w[strong]), sub, self.min_cluster_s)
+        labels = [-1] * len(w)
+        for i, lab in zip(strong, part):
+            labels[i] = lab
+        for i in range(len(w)):
+            if labels[i] < 0:
+                options = [(float((space[i] @ space[[j for j in strong if labels[j] == c]].T).mean()), c)
+                           for c in set(part)
+                           if not cannot[i, [j for j in strong if labels[j] == c]].any()]
+                labels[i] = max(options)[1] if options else max(part) + 1
+        return labels
 
     def diarize(self, audio: np.ndarray, offset: float = 0.0) -> Diarization:
         """Who spoke when in 16 kHz mono ``audio``; turn times are ``offset`` + seconds into the audio."""
@@ -217,13 +329,16 @@ class Diarizer:
         # model's local speaker can stand for two people who talk in turn within one window.
         items: list[tuple[int, int, int, np.ndarray, float]] = []  # (window, local speaker, run, embedding, s)
         windows: list[tuple[float, np.ndarray, dict[int, list[tuple[int, int]]]]] = []
+        speech = self.speech_frames(audio)
         for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
                 windows.append((float(w0), np.zeros((0, 3), bool), {}))
                 continue
-            act = self.segmenter.activity(chunk)
-            act = act[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
+            probs = self.segmenter.probabilities(chunk)
+            probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
+            heard = speech[w, :len(probs)] | (probs[:, 0] <= self.silence_p)
+            act = frame_speakers(probs, heard, self.overlap_p)
             mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
             runs: dict[int, list[tuple[int, int]]] = {}
             for k in range(3):
@@ -237,7 +352,7 @@ class Diarizer:
                     # someone else is embedded from all of their frames (noisier, still a speaker).
                     own = span & act[:, k] & (act.sum(1) == 1)
                     use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else span & act[:, k]
-                    if use.sum() * FRAME_STEP_S < self.min_speech_s:
+                    if use.sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
                         continue
                     idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
                                                     int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids[use]])
@@ -251,8 +366,17 @@ class Diarizer:
         win = np.array([it[0] for it in items])
         loc = np.array([it[1] for it in items])
         cannot = (win[:, None] == win[None, :]) & (loc[:, None] != loc[None, :])  # two voices of one window
-        labels = cluster(vectors, self.cluster_threshold, cannot=cannot)
-        labels = absorb_small(vectors, labels, [it[4] for it in items], cannot, self.min_cluster_s)
+        # Only voices heard at the same time are surely two people: in a quick exchange the
+        # segmentation model's local speakers do not follow the people.
+        for i, j in zip(*np.nonzero(np.triu(cannot))):
+            (w, k1, r1), (_, k2, r2) = items[i][:3], items[j][:3]
+            act, runs = windows[w][1], windows[w][2]
+            a1, b1 = runs[k1][r1]
+            a2, b2 = runs[k2][r2]
+            lo, hi = max(a1, a2), min(b1, b2)
+            together = hi > lo and int((act[lo:hi, k1] & act[lo:hi, k2]).sum()) * FRAME_STEP_S >= 0.1
+            cannot[i, j] = cannot[j, i] = together
+        labels = self._labels(vectors, [it[4] for it in items], cannot)
         label_of = {(w, k, r): labels[i] for i, (w, k, r, _, _) in enumerate(items)}
         out = Diarization()
         for c in sorted(set(labels)):
@@ -270,8 +394,9 @@ class Diarizer:
                 for r, (a, b) in enumerate(spans):
                     c = label_of.get((w, k, r), fallback)
                     for x, y in _runs(act[a:b, k]):
-                        start = w0 + (a + x) * FRAME_STEP_S
-                        end = min(total, w0 + (a + y) * FRAME_STEP_S + FRAME_SPAN_S)
+                        # a frame stands for the step around its middle
+                        start = w0 + (a + x) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
+                        end = min(total, w0 + (a + y) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
                         if end - start >= self.min_turn_s:
                             out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
         out.turns.sort(key=lambda t: (t.start, t.speaker))
@@ -285,8 +410,8 @@ class TurnDiarization:
     embedded every voice again for each short segment. Here each speech turn (the same turns the
     file's transcripts use, :func:`perception.detectors.asr.speech_turns`) is diarized once, when the
     first segment that overlaps it asks, and forgotten once the segments have moved past it. A
-    segment gets the voice turns clipped to its span; a voice with under the diarizer's
-    ``min_speech_s`` there is left out (as a segment diarized alone would not have embedded it), and
+    segment gets the voice turns clipped to its span; a voice with under ``min_share_s`` there is
+    left out (too little of it for a voice of that segment), and
     voices of different turns that sound alike (average linkage at the diarizer's threshold) are one
     voice of the segment. Each voice keeps its turn-wide centroid, so it is matched on all the
     speech of its turn, and ``seconds`` counts its speech inside the segment.
@@ -296,11 +421,13 @@ class TurnDiarization:
         turns: the file's speech turns (media seconds), in time order.
         audio: ``audio(start_s, end_s)`` returns the file's 16 kHz samples in that span.
         pad_s: audio taken on either side of a turn.
+        min_share_s: least speech of a voice inside a segment for it to count there.
     """
 
     def __init__(self, diarizer: Diarizer, turns: list[tuple[float, float]],
-                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2) -> None:
+                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2, min_share_s: float = 0.5) -> None:
         self.diarizer = diarizer
+        self.min_share_s = min_share_s
         self.turns = turns
         self.audio = audio
         self.pad_s = pad_s
@@ -328,7 +455,7 @@ class TurnDiarization:
                 a, b = max(t.start, start_s), min(t.end, end_s)
                 if b - a >= d.min_turn_s:
                     clipped.setdefault((k, t.speaker), []).append((a, b))
-        voices = [v for v in clipped if sum(b - a for a, b in clipped[v]) >= d.min_speech_s]
+        voices = [v for v in clipped if sum(b - a for a, b in clipped[v]) >= self.min_share_s]
         if not voices:
             return Diarization()
         vectors = [found[k].embeddings[c] for k, c in voices]
@@ -393,6 +520,28 @@ def absorb_small(vectors: list[np.ndarray], labels: list[int], seconds: list[flo
                 target = max(options)[1]
                 for i in members:
                     out[i] = target
+    first: dict[int, int] = {}
+    return [first.setdefault(lab, len(first)) for lab in out]
+
+
+def join_alike(vectors: np.ndarray, labels: list[int], seconds: np.ndarray, cannot: np.ndarray,
+               threshold: float) -> list[int]:
+    """``labels`` with clusters joined while two of them have centroids (``vectors`` weighted by
+    ``seconds``) at cosine ``threshold`` or more and no ``cannot`` link between them; renumbered."""
+    out = list(labels)
+    while True:
+        names = sorted(set(out))
+        cents = {}
+        for c in names:
+            idx = [i for i, lab in enumerate(out) if lab == c]
+            v = (vectors[idx] * seconds[idx, None]).sum(0)
+            cents[c] = (idx, v / max(float(np.linalg.norm(v)), 1e-9))
+        pairs = [(float(cents[a][1] @ cents[b][1]), a, b) for i, a in enumerate(names) for b in names[i + 1:]
+                 if not cannot[np.ix_(cents[a][0], cents[b][0])].any()]
+        best = max(pairs, default=None)
+        if best is None or best[0] < threshold:
+            break
+        out = [best[1] if lab == best[2] else lab for lab in out]
     first: dict[int, int] = {}
     return [first.setdefault(lab, len(first)) for lab in out]
 
