@@ -227,7 +227,7 @@ class Diarizer:
                  overlap_p: float = 0.9, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
-                 silence_p: float = 0.0) -> None:
+                 silence_p: float = 0.0, vad_chunk_s: float = WINDOW_S) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -241,6 +241,7 @@ class Diarizer:
         self.vad_threshold = vad_threshold
         self.min_piece_s = min_piece_s
         self.silence_p = silence_p
+        self.vad_chunk_s = vad_chunk_s
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -267,10 +268,16 @@ class Diarizer:
                     self._vad = False
             if self._vad is False:
                 return np.ones(len(mids), bool)
+            # Fed a long stretch without a real silence (a telephone line's hiss), Silero's recurrent
+            # state drifts until it hears no speech at all: each window starts afresh.
+            spans: list[tuple[float, float]] = []
+            step = self.vad_chunk_s
+            for w in range(int(np.ceil(len(audio) / SAMPLE_RATE / step))):
+                self._vad.reset()
+                chunk = audio[int(w * step * SAMPLE_RATE):int((w + 1) * step * SAMPLE_RATE)]
+                spans += self._vad.speech_intervals(self._vad.probabilities(chunk), t0=w * step,
+                                                    min_silence_s=self.vad_min_silence_s, min_speech_s=0.1)
             self._vad.reset()
-            probs = self._vad.probabilities(audio)
-            self._vad.reset()
-            spans = self._vad.speech_intervals(probs, min_silence_s=self.vad_min_silence_s, min_speech_s=0.1)
         mask = np.zeros(len(mids), bool)
         for a, b in spans:
             mask |= (mids >= a - self.speech_pad_s) & (mids < b + self.speech_pad_s)
@@ -342,7 +349,7 @@ class Diarizer:
             mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
             runs: dict[int, list[tuple[int, int]]] = {}
             for k in range(3):
-                if act[:, k].sum() * FRAME_STEP_S < self.min_speech_s:
+                if act[:, k].sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
                     continue
                 runs[k] = _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S)))
                 for r, (a, b) in enumerate(runs[k]):
