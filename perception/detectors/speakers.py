@@ -31,9 +31,12 @@ import numpy as np
 
 from perception.detectors.backends import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
+from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike
+from perception.detectors.speaker_clusters import runs as _runs
+from perception.detectors.speaker_clusters import runs_joined as _runs_joined
 
 __all__ = ["Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn", "TurnDiarization",
-           "kaldi_fbank"]
+           "cluster", "kaldi_fbank"]
 
 logger = logging.getLogger(__name__)
 
@@ -411,46 +414,58 @@ class Diarizer:
 
 
 class TurnDiarization:
-    """A file's speech diarized once per speech turn; each segment takes its share of the turns.
+    """A file's speech diarized once per window of consecutive speech turns; segments take their share.
 
     Diarizing every segment on its own ran the segmentation model over a padded 10 s window and
-    embedded every voice again for each short segment. Here each speech turn (the same turns the
-    file's transcripts use, :func:`perception.detectors.asr.speech_turns`) is diarized once, when the
-    first segment that overlaps it asks, and forgotten once the segments have moved past it. A
-    segment gets the voice turns clipped to its span; a voice with under ``min_share_s`` there is
-    left out (too little of it for a voice of that segment), and
-    voices of different turns that sound alike (average linkage at the diarizer's threshold) are one
-    voice of the segment. Each voice keeps its turn-wide centroid, so it is matched on all the
-    speech of its turn, and ``seconds`` counts its speech inside the segment.
+    embedded every voice again for each short segment, and a turn diarized alone has too few
+    pieces of speech to tell voices apart well. Here consecutive speech turns (the turns the
+    file's transcripts use, :func:`perception.detectors.asr.speech_turns`) closer than
+    ``join_gap_s`` form one window of at most ``window_s`` of audio, diarized once (the real audio,
+    pauses included) when the first segment that overlaps it asks, and forgotten once the
+    segments have moved past it. A segment gets the voice turns clipped to its span; a voice with
+    under ``min_share_s`` there is left out (too little of it for a voice of that segment), and
+    voices of different windows that sound alike (average linkage at the diarizer's threshold) are
+    one voice of the segment. Each voice keeps its window-wide centroid, so it is matched on all
+    its speech in the window, and ``seconds`` counts its speech inside the segment.
 
     Args:
         diarizer: the diarizer.
         turns: the file's speech turns (media seconds), in time order.
         audio: ``audio(start_s, end_s)`` returns the file's 16 kHz samples in that span.
-        pad_s: audio taken on either side of a turn.
+        pad_s: audio taken on either side of a window's turns.
         min_share_s: least speech of a voice inside a segment for it to count there.
+        join_gap_s: turns this close share a window.
+        window_s: longest window (seconds of audio, padding included).
     """
 
     def __init__(self, diarizer: Diarizer, turns: list[tuple[float, float]],
-                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2, min_share_s: float = 0.5) -> None:
+                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2, min_share_s: float = 0.5,
+                 join_gap_s: float = 5.0, window_s: float = 30.0) -> None:
         self.diarizer = diarizer
         self.min_share_s = min_share_s
         self.turns = turns
         self.audio = audio
         self.pad_s = pad_s
+        self.windows: list[tuple[float, float]] = []
+        for a, b in turns:
+            if self.windows and a - self.windows[-1][1] <= join_gap_s \
+                    and b - self.windows[-1][0] + 2 * pad_s <= window_s:
+                self.windows[-1] = (self.windows[-1][0], b)
+            else:
+                self.windows.append((a, b))
         self._done: dict[int, Diarization] = {}
 
     def span(self, start_s: float, end_s: float) -> Diarization:
-        """Who spoke when in ``[start_s, end_s)``, from the diarization of the turns that overlap it."""
+        """Who spoke when in ``[start_s, end_s)``, from the diarization of the windows that overlap it."""
         found: list[Diarization] = []
-        for i, (a, b) in enumerate(self.turns):
+        for i, (a, b) in enumerate(self.windows):
             if b + self.pad_s <= start_s or a - self.pad_s >= end_s:
                 continue
             if i not in self._done:
                 lo = max(0.0, a - self.pad_s)
                 self._done[i] = self.diarizer.diarize(self.audio(lo, b + self.pad_s), offset=lo)
             found.append(self._done[i])
-        for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
+        for i in [i for i in self._done if self.windows[i][1] + self.pad_s < start_s]:
             del self._done[i]
         return self._share(found, start_s, end_s)
 
@@ -479,111 +494,3 @@ class TurnDiarization:
             out.turns.extend(SpeakerTurn(round(a, 3), round(b, 3), label) for j in members for a, b in clipped[voices[j]])
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """``(first, last + 1)`` frame index of every run of True in ``mask``."""
-    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
-
-
-def _runs_joined(mask: np.ndarray, max_gap: int) -> list[tuple[int, int]]:
-    """Runs of True in ``mask`` (``(first, last + 1)``), joined across gaps of at most ``max_gap`` frames."""
-    out: list[tuple[int, int]] = []
-    for a, b in _runs(mask):
-        if out and a - out[-1][1] <= max_gap:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
-
-def absorb_small(vectors: list[np.ndarray], labels: list[int], seconds: list[float], cannot: np.ndarray,
-                 min_s: float) -> list[int]:
-    """Labels where every cluster with under ``min_s`` seconds of speech joins its most similar large cluster.
-
-    Similarity is the mean cosine to the large cluster's members; a large cluster holding a vector
-    that ``cannot`` link with one of the small cluster's (another voice of the same window) is never
-    joined. Without an allowed large cluster the small one stays. Labels are renumbered 0, 1, … in
-    order of first use.
-    """
-    total: dict[int, float] = {}
-    for lab, sec in zip(labels, seconds):
-        total[lab] = total.get(lab, 0.0) + sec
-    large = [c for c in total if total[c] >= min_s]
-    out = list(labels)
-    if large:
-        m = np.stack(vectors)
-        for small in [c for c in total if total[c] < min_s]:
-            members = [i for i, lab in enumerate(labels) if lab == small]
-            options = []
-            for c in large:
-                others = [i for i, lab in enumerate(labels) if lab == c]
-                if cannot[np.ix_(members, others)].any():
-                    continue
-                options.append((float((m[members] @ m[others].T).mean()), c))
-            if options:
-                target = max(options)[1]
-                for i in members:
-                    out[i] = target
-    first: dict[int, int] = {}
-    return [first.setdefault(lab, len(first)) for lab in out]
-
-
-def join_alike(vectors: np.ndarray, labels: list[int], seconds: np.ndarray, cannot: np.ndarray,
-               threshold: float) -> list[int]:
-    """``labels`` with clusters joined while two of them have centroids (``vectors`` weighted by
-    ``seconds``) at cosine ``threshold`` or more and no ``cannot`` link between them; renumbered."""
-    out = list(labels)
-    while True:
-        names = sorted(set(out))
-        cents = {}
-        for c in names:
-            idx = [i for i, lab in enumerate(out) if lab == c]
-            v = (vectors[idx] * seconds[idx, None]).sum(0)
-            cents[c] = (idx, v / max(float(np.linalg.norm(v)), 1e-9))
-        pairs = [(float(cents[a][1] @ cents[b][1]), a, b) for i, a in enumerate(names) for b in names[i + 1:]
-                 if not cannot[np.ix_(cents[a][0], cents[b][0])].any()]
-        best = max(pairs, default=None)
-        if best is None or best[0] < threshold:
-            break
-        out = [best[1] if lab == best[2] else lab for lab in out]
-    first: dict[int, int] = {}
-    return [first.setdefault(lab, len(first)) for lab in out]
-
-
-def cluster(vectors: list[np.ndarray], threshold: float, groups: list[int] | None = None,
-            cannot: np.ndarray | None = None) -> list[int]:
-    """Average-linkage clustering of unit vectors by cosine; returns a label per vector (0, 1, … by first use).
-
-    Vectors with the same ``groups`` value, or a True in the ``cannot`` matrix, never merge: the
-    local speakers of one segmentation window are different people by construction.
-    """
-    if not vectors:
-        return []
-    m = np.stack(vectors)
-    sim = m @ m.T
-    if groups is not None:
-        g = np.asarray(groups)
-        sim = np.where((g[:, None] == g[None, :]) & ~np.eye(len(g), dtype=bool), -1e3, sim)
-    if cannot is not None:
-        sim = np.where(cannot, -1e3, sim)
-    groups: list[list[int]] = [[i] for i in range(len(vectors))]
-    while len(groups) > 1:
-        best, pair = -2.0, (0, 0)
-        for a in range(len(groups)):
-            for b in range(a + 1, len(groups)):
-                s = float(sim[np.ix_(groups[a], groups[b])].mean())
-                if s > best:
-                    best, pair = s, (a, b)
-        if best < threshold:
-            break
-        a, b = pair
-        groups[a] += groups.pop(b)
-    groups.sort(key=min)
-    labels = [0] * len(vectors)
-    for g, members in enumerate(groups):
-        for i in members:
-            labels[i] = g
-    return labels
