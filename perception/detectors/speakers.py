@@ -227,7 +227,7 @@ class Diarizer:
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
                  cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.8,
                  min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 0.0,
-                 overlap_p: float = 0.9, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
+                 overlap_p: float = 0.7, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
                  silence_p: float = 0.0, vad_chunk_s: float = WINDOW_S) -> None:
