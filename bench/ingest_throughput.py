@@ -62,9 +62,15 @@ STAGES: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
 }
 
 
+#: stages whose model computes on threads of its own (CTranslate2's workers): the whole process's CPU
+#: time while they run (which also takes in what the decoding thread did meanwhile)
+PROCESS_CLOCK = frozenset({"asr"})
+
+
 class Breakdown:
     """CPU seconds per stage while active: each stage's methods are wrapped to add up the CPU time
-    of the thread that calls them (a call inside another measured call counts once, for the outer).
+    of the thread that calls them (:data:`PROCESS_CLOCK` stages: of the process), a call inside
+    another measured call counting once, for the outer.
     What no stage claims (decoding, the voice activity pass, LanceDB's and ONNX Runtime's own
     threads, the describer, bookkeeping) is ``other``."""
 
@@ -88,16 +94,18 @@ class Breakdown:
         return self
 
     def _wrap(self, stage: str, fn: Any) -> Any:
+        clock = cpu_s if stage in PROCESS_CLOCK else time.thread_time
+
         def timed(*args: Any, **kwargs: Any) -> Any:
             depth = getattr(self._depth, "n", 0)
             self._depth.n = depth + 1
-            start = time.thread_time()
+            start = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self._depth.n = depth
                 if depth == 0:
-                    self.cpu[stage] += time.thread_time() - start
+                    self.cpu[stage] += clock() - start
         return timed
 
     def __exit__(self, *exc: object) -> None:
