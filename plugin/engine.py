@@ -45,7 +45,7 @@ from perception.describe.context import (
 )
 from perception.describe.vlm import VLMClient
 from perception.describe.vlm_stage import VLMSegmentStage
-from perception.detectors.backends import set_model_threads
+from perception.detectors.model_files import set_model_threads
 from perception.drivers import heap
 from perception.drivers.analyzer import Models, Pipeline
 from perception.drivers.ingest import IngestReport, ProgressCallback, ingest_file
@@ -166,7 +166,8 @@ class Engine:
             self.worker = Worker(self.pipeline, mode=self.settings.mode,
                                  on_source_event=self.notifications.on_source_event if relay is None
                                  else partial(relay, "event"),
-                                 before_start=self.lease.acquire if relay is None else lambda: None)
+                                 before_start=self.lease.acquire if relay is None else lambda: None,
+                                 max_captures=m.access.max_captures)
         except BaseException:
             self.store.close()
             raise

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from perception.detectors.backends import MODELS_DIR
+from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
 from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike
 from perception.detectors.speaker_clusters import runs as _runs
