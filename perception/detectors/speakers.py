@@ -222,6 +222,15 @@ class Diarizer:
         min_cluster_s: a voice cluster with less speech than this joins the most similar larger one
             (a window boundary that leaves half a second of a speaker embeds too noisily to found
             a speaker of its own).
+        overlap_p: a frame holds a second speaker only at this powerset probability of the pair.
+        vad_min_silence_s, vad_threshold, speech_pad_s, vad_chunk_s: Silero VAD's speech frames
+            (pauses kept, threshold, widening, stretch after which its state starts afresh).
+        energy_db: a frame this far above its window's noise floor that the segmentation model does
+            not call silence is speech too (``None``: the VAD alone).
+        centred_threshold, same_voice, centre_min_pieces, centre_min_s: clustering on channel-centred
+            embeddings (see :meth:`_labels`).
+        min_piece_s: shortest piece of a voice that is embedded (shorter than ``min_speech_s`` joins
+            the nearest voice).
     """
 
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
@@ -230,7 +239,7 @@ class Diarizer:
                  overlap_p: float = 0.7, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
-                 silence_p: float = 0.0, vad_chunk_s: float = WINDOW_S) -> None:
+                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -243,8 +252,8 @@ class Diarizer:
         self.speech_pad_s = speech_pad_s
         self.vad_threshold = vad_threshold
         self.min_piece_s = min_piece_s
-        self.silence_p = silence_p
         self.vad_chunk_s = vad_chunk_s
+        self.energy_db = energy_db
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -347,7 +356,19 @@ class Diarizer:
                 continue
             probs = self.segmenter.probabilities(chunk)
             probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
-            heard = speech[w, :len(probs)] | (probs[:, 0] <= self.silence_p)
+            heard = speech[w, :len(probs)].copy()
+            if self.energy_db is not None:
+                # Silero misses some voices of a band-limited line: a frame well above the window's
+                # noise floor (its quietest tenth) that the segmentation model does not call silence
+                # is speech too.
+                mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
+                idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
+                half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
+                power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) if len(chunk) else 0.0
+                                  for i in idx])
+                db = 10 * np.log10(power + 1e-10)
+                floor = float(np.percentile(db, 10))
+                heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
             act = frame_speakers(probs, heard, self.overlap_p)
             mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
             runs: dict[int, list[tuple[int, int]]] = {}
