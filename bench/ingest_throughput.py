@@ -86,11 +86,12 @@ class Breakdown:
             for module, cls_name, methods in targets:
                 cls = getattr(importlib.import_module(module), cls_name, None)
                 for name in methods if cls is not None else ():
-                    original = cls.__dict__.get(name)
-                    if original is None:
+                    owner = next((c for c in cls.__mro__ if name in c.__dict__), None)  # where it is defined
+                    if owner is None:
                         continue
-                    self._saved.append((cls, name, original))
-                    setattr(cls, name, self._wrap(stage, original))
+                    original = owner.__dict__[name]
+                    self._saved.append((owner, name, original))
+                    setattr(owner, name, self._wrap(stage, original))
         return self
 
     def _wrap(self, stage: str, fn: Any) -> Any:
