@@ -210,11 +210,14 @@ class TurnTranscripts:
                 continue
             if i not in self._done:
                 self._transcribe(self.packs[self._pack_of[i]])
-            # A word belongs to the segment that holds its middle, clamped into its turn: Whisper
-            # often dates a turn's first word a little before the voice activity starts, which
-            # would strand it in the silent segment before the turn.
+            # A word belongs to the segment that holds its middle, clamped into its turn and at least
+            # a quarter second inside it (a word's middle never comes sooner after its start): Whisper
+            # often dates a turn's first word a little before the voice activity starts, and the
+            # segmenter's cut at the turn's start may fall a few frames after the turn's own start,
+            # either of which would strand the first word in the silent segment before the turn.
+            inset = min(0.25, (b - a) / 2.0)
             mine = [k for k, w in enumerate(self._done[i])
-                    if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s]
+                    if start_s <= min(max((w.start + w.end) / 2.0, a + inset), b - inset) < end_s]
             words.extend(self._done[i][k] for k in mine)
             sentences.extend(s for s in _sentences_of(self._done[i], set(mine)) if s not in sentences)
         for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
@@ -235,10 +238,11 @@ class TurnTranscripts:
     def _transcribe(self, pack: list[int]) -> None:
         """Transcribe the turns of one pack in one Whisper call; file their words (media time) by turn.
 
-        Whisper sometimes ends a window early after a pause (it takes the silence for the end of the
-        audio): the turns that got no word at all are transcribed again, packed on their own (one by
-        one when the whole pack came back empty), so a turn is never left unheard that a call of its
-        own would have transcribed.
+        Whisper sometimes loses its place in a window after a pause: it takes the silence for the end
+        of the audio, or it hears one turn again where another was said (with timestamps squeezed
+        into the pause), so a turn gets no word of its own and the next gets some twice. When any
+        turn of a pack comes back without a word, the pack's words are not trusted: every turn of it
+        is transcribed again on its own, so no turn is left unheard and no words are heard twice.
         """
         gap = np.zeros(round(self.gap_s * SAMPLE_RATE), np.float32)
         parts: list[np.ndarray] = []
@@ -261,10 +265,9 @@ class TurnTranscripts:
             p0, _p1, lo, i = min(placed, key=lambda p: max(p[0] - mid, mid - p[1], 0.0))
             shift = lo - p0
             self._done[i].append(Word(w.text, w.start + shift, w.end + shift, w.probability))
-        unheard = [i for i in pack if not self._done[i]]
-        if len(pack) > 1 and unheard:
-            for again in [unheard] if len(unheard) < len(pack) else [[i] for i in unheard]:
-                self._transcribe(again)
+        if len(pack) > 1 and any(not self._done[i] for i in pack):
+            for i in pack:
+                self._transcribe([i])
 
 
 def join_words(words: list[Word]) -> str:

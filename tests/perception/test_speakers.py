@@ -132,7 +132,9 @@ def test_transcripts_carry_the_speaker_tied_to_the_face_on_screen(dialogue: Path
     for t in (a_first, b, a_again):
         assert "now" in t.transcript.lower(), t.transcript
     assert "by" in b.transcript.lower().split(), b.transcript
-    # each sentence lies whole inside the segment that carries it (reference turns: A 0.99-2.14 s, B 3.52-5.12 s)
+    # each sentence lies whole inside the segment that carries it (reference turns: A 0.99-2.14 s, B 3.52-5.12 s):
+    # no word of it is left in the silent segment before or after its turn
+    assert all(t.speakers for t in traces if t.transcript), [(t.t_start, t.transcript) for t in traces]
     assert a_first.t_start <= 0.99 + 0.1 and a_first.t_end >= 2.14
     assert b.t_start <= 3.52 + 0.1 and b.t_end >= 5.12
     assert {v.entity_id for v in voices} == {a_first.speakers[0], b.speakers[0]}
