@@ -37,8 +37,8 @@ _ACTION = "(?:" + "|".join(ACTION_VERBS) + ")"
 
 #: a modal, promise, plan or request followed (within three words) by an action verb
 _LEADS_TO_ACTION = re.compile(
-    r"\b(?:will|'ll|shall|would|'d|must|should|ought to|has to|have to|had to|needs? to|need to|got to|gotta|"
-    r"going to|gonna|plans? to|planning to|planned to|intends? to|intended to|wants? to|wanted to|"
+    r"\b(?:will|'ll|shall|would|'d|must|should|ought to|has to|have to|needs? to|need to|got to|gotta|"
+    r"going to|gonna|plans? to|planning to|planned to|intends? to|intended to|wants? to|"
     r"promised to|promises to|agreed to|agrees to|offered to|offers to|vowed to|swore to|committed to|"
     r"supposed to|expected to|asked (?:\w+ )?to|told (?:\w+ )?to|reminded (?:\w+ )?to|remember to|"
     r"don't forget to|do not forget to|not forget to|make sure to|make sure you|can you|could you|"
@@ -47,13 +47,14 @@ _LEADS_TO_ACTION = re.compile(
 #: cues that are open loops by themselves (states, obligations, warnings)
 _OPEN_ALONE = re.compile(
     r"\b(?:promised|promises|promise|swore|vowed|owes?|owed|is due|are due|due (?:back|on|by|today|tomorrow)|"
-    r"overdue|needs?|needed|must|mustn't|must not|should not|shouldn't|don't forget|do not forget|"
-    r"remember to|make sure|not allowed|never (?:let|give|leave|feed|put|touch|use)|avoid|beware|careful|"
-    r"watch out|keep (?:it |them |him |her )?away|allergic|allergy|toxic|poisonous|dangerous|"
+    r"overdue|needs?|must(?! have|'ve)|mustn't|must not|should not|shouldn't|don't forget|do not forget|"
+    r"remember to|make sure|not allowed|(?:never|don't|do not) (?:let|allow)|never (?:give|leave|feed|put|touch|use)|"
+    r"avoid|beware|be careful|careful (?:with|not)|"
+    r"watch out|keep (?:it |them |him |her )?away|allergic|allergy|toxic|poisonous|"
     r"out of (?:stock|batter(?:y|ies)|food|milk|ink)|ran out|running (?:low|out)|low on|almost empty|"
     r"is empty|are empty|broken|is leaking|leaks|cracked|flat (?:tyre|tire|battery)|battery is (?:low|dead)|"
-    r"batteries (?:are )?(?:low|dead)|expires?|expired|expiring|deadline|appointment|reminder|remind me|"
-    r"to-do|todo|on loan|lent (?:\w+ )?(?:to|the|a|his|her)|borrowed)\b")
+    r"batteries (?:are )?(?:low|dead)|expires?|expired|expiring|reminder|remind me|"
+    r"to-do|todo|on loan|lent|borrowed)\b")
 #: a clause that opens with an action verb (an imperative: "Take the cup back", "Please feed the cat")
 _IMPERATIVE = re.compile(rf"^(?:(?:ok|okay|oh|and|so|but|also|then)\W+)?(?:please\s+)?(?:don't\s+|do not\s+|"
                          rf"never\s+)?{_ACTION}\b")

@@ -107,6 +107,8 @@ def history(case: Case, in_view: list[str]) -> list[dict[str, str]]:
 def _sprite(key: str, size: int) -> np.ndarray:
     path = CUP if key == "cup" else FACES[key]
     img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if key == "astro":  # a half-length portrait: keep the head and shoulders
+        img = img[10:250, 108:338]
     if key == "cup":
         return cv2.resize(img, (size * 3 // 2, size), interpolation=cv2.INTER_AREA)
     return cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)
@@ -117,8 +119,8 @@ def write_clip(path: Path, appearances: list[tuple[float, float, str]], seconds:
     room = np.full((H, W, 3), 95, np.uint8)
     cv2.rectangle(room, (0, 190), (W, H), (60, 70, 80), -1)
     cv2.rectangle(room, (240, 30), (300, 190), (120, 100, 70), -1)  # a door
-    sprites = {k: _sprite(k, 150 if k == "cup" else 130) for _, _, k in appearances}
-    spots = {k: 30 + 150 * (i % 2) for i, k in enumerate(dict.fromkeys(k for _, _, k in appearances))}
+    sprites = {k: _sprite(k, 150) for _, _, k in appearances}
+    spots = {k: 20 + 150 * (i % 2) for i, k in enumerate(dict.fromkeys(k for _, _, k in appearances))}
     walk = 0.6
     with av.open(str(path), mode="w") as out:
         vs = out.add_stream("libx264", rate=FPS)
@@ -132,7 +134,7 @@ def write_clip(path: Path, appearances: list[tuple[float, float, str]], seconds:
                     continue
                 sprite, spot = sprites[key], spots[key]
                 h, w = sprite.shape[:2]
-                y = 30 if key != "cup" else 60
+                y = 25 if key != "cup" else 60
                 if key == "cup":
                     x = 70
                 elif t < start + walk:
