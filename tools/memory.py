@@ -33,6 +33,14 @@ class SearchResults(BaseModel):
         None, description="how the query was read: named entities, time window, cameras, objects, notes")
 
 
+class NoteResult(BaseModel):
+    """A stored note and what it was linked to."""
+
+    id: str
+    entity_ids: list[str]
+    objects: list[str]
+
+
 class MemoryItem(BaseModel):
     """One memory with what happened just before and after it, and who was involved."""
 
@@ -129,9 +137,29 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
             lines.append(f"{n}. {kf.id}: camera {kf.camera_id} at {_clock(kf.t)} (segment {kf.segment_index}){who}")
         return ["\n".join(lines), *(Image(data=kf.jpeg, format="jpeg") for kf in frames)]
 
+    def memory_note(
+        text: Annotated[str, Field(min_length=1, max_length=2000, description=(
+            "what to remember, e.g. 'Kit will bring the charger back on Monday'"))],
+        ctx: Context[Any],
+        kind: Annotated[Literal["C", "V"], Field(description="C said or agreed, V seen")] = "C",
+        time: Annotated[str | None, Field(max_length=40, description="ISO-8601; default now")] = None,
+    ) -> Annotated[CallToolResult, NoteResult]:
+        """Remember what the user said or saw; reminded of when who or what it names is in view."""
+        from memory.notes import Note
+        from plugin.remember import remember_notes
+
+        with tool_errors("memory_note"):
+            note = Note.model_validate({"text": text, "kind": kind, "time": time or _now_iso()})
+            trace = remember_notes(ctx.request_context.lifespan_context, [note])[0]
+        result = NoteResult(id=trace.id, entity_ids=trace.entity_ids, objects=trace.objects)
+        linked = ", ".join([*result.entity_ids, *result.objects]) or "nothing in memory yet"
+        return structured(result, f"remembered {result.id} (linked to {linked})")
+
     server.add_tool(memory_search, annotations=READ_ONLY)
     server.add_tool(memory_get, annotations=READ_ONLY)
     server.add_tool(memory_visual_evidence, annotations=READ_ONLY, structured_output=False)
+    server.add_tool(memory_note, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                             idempotent_hint=True, open_world_hint=False))
 
 
 def _search_summary(results: SearchResults) -> str:
@@ -183,6 +211,12 @@ def _keyframe_ids_for(store: Any, item_id: str) -> list[str]:
         for obs in result.after:
             ids.extend(obs.get("keyframe_ids") or [])
     return list(dict.fromkeys(ids))
+
+
+def _now_iso() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat()
 
 
 def _clock(seconds: float) -> str:
