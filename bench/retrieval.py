@@ -138,7 +138,7 @@ def _at(day_offset: int, hour: int, now: datetime) -> float:
 
 def build(root: Path, now: datetime) -> Path:
     """Make the clips, ingest them with the full local stack, enrol the two reference faces."""
-    from memory.identity_ops import enrol_face
+    from memory.identity.identity_ops import enrol_face
     from perception.identity.reference import reference_views
     from plugin.engine import Engine
     from plugin.manifest import Manifest

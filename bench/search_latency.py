@@ -35,7 +35,7 @@ runtime ≈ 5.5, its CPU pool ≈ 3 (full-text scoring), lancedb's asyncio loop 
 server's loop and the in-process client add ≈ 1.6. The p95 ≤ 20 ms target is not shown while other
 processes keep a core busy. ``bench/search_compare.py`` checks that a change leaves the answers as
 they were.
-Stores built by older code are migrated when opened (search cards, ``memory/cards.py``): keep the
+Stores built by older code are migrated when opened (search cards, ``memory/search/cards.py``): keep the
 store an older checkout benchmarks in another ``--dir``.
 """
 
@@ -58,7 +58,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory import MemoryStore, MiniLMEmbedder  # noqa: E402
-from memory.cards import CARD_COLUMN  # noqa: E402
+from memory.search.cards import CARD_COLUMN  # noqa: E402
 from memory.embedders import l2_normalise  # noqa: E402
 
 logger = logging.getLogger("bench.search_latency")
@@ -114,7 +114,7 @@ def build(store: MemoryStore, size: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     phrases = _phrases()
     vectors = _embed_all(MiniLMEmbedder(), phrases)
-    # the store fills in each row's search card (``memory/cards.py``) from the other columns
+    # the store fills in each row's search card (``memory/search/cards.py``) from the other columns
     schema = pa.schema([f for f in store._table("traces").schema if f.name != CARD_COLUMN])
     for start in range(0, size, CHUNK):
         n = min(CHUNK, size - start)

@@ -20,8 +20,8 @@ from .models import (
     Trace,
     stable_id,
 )
-from .search import SearchMode
-from .store import MemoryStore
+from .search.modes import SearchMode
+from .store.facade import MemoryStore
 
 __all__ = [
     "Chapter",

@@ -1,6 +1,6 @@
 """Procedural memory: user rules, per-camera notification policies and notification decisions.
 
-Three kinds of rows live over two tables of the store (``memory/schema.py``):
+Three kinds of rows live over two tables of the store (``memory/store/schema.py``):
 
 * **Rules** (table ``rules``, ids ``rule_<12 hex>``): the user's rule text (surfaced into the VLM
   prompt), optional structured :class:`RuleConditions` evaluated locally
@@ -27,8 +27,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .models import Record, stable_id
-from .search import sql_literal
-from .store import MemoryStore
+from .search.modes import sql_literal
+from .store.facade import MemoryStore
 
 __all__ = [
     "NOTIFICATIONS_URI",

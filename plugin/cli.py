@@ -222,7 +222,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from plugin.ask import MemoryAgent, build_client
+    from plugin.agent.ask import MemoryAgent, build_client
     from plugin.engine import open_store
 
     manifest = _manifest(args)

@@ -13,7 +13,7 @@ store's compaction and index building.
 Why each actor resolves identities itself (and not one resolver actor per user): analysis and
 resolution are one step of :class:`~perception.drivers.analyzer.SegmentAnalyzer`, and shipping every
 face crop to one actor would serialise the cluster on it. Ids stay unique across processes and hosts
-through the store's atomic allocation (``memory/ids.py``); each worker reloads the galleries when
+through the store's atomic allocation (``memory/identity/ids.py``); each worker reloads the galleries when
 the identity tables change (other workers' new faces, identity edits from any process), so a person
 enrolled on one camera is recognised on the others seconds later. Two workers that meet the same new
 person within those seconds may create two entities (``entity_update merge`` joins them).
@@ -41,7 +41,7 @@ from typing import Any
 
 from memory.errors import NotFoundError
 from memory.models import Keyframe, Observation, SegmentWrite
-from memory.search import sql_literal
+from memory.search.modes import sql_literal
 from plugin.engine import Engine, Overrides
 from plugin.errors import PluginError
 from plugin.manifest import Manifest, SourceConfig

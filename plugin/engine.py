@@ -54,7 +54,7 @@ from perception.segmenting.scheduler import Scheduler
 from perception.settings import PerceptionConfig
 from plugin.lease import CaptureLease
 from plugin.manifest import HashEmbedderConfig, Manifest, MiniLMEmbedderConfig, OpenAIEmbedderConfig, SourceConfig
-from plugin.notify import NotificationHub, NotificationService, chain_commits
+from plugin.acting.notify import NotificationHub, NotificationService, chain_commits
 from plugin.semantic import SemanticRunner, runner_from_manifest
 from plugin.worker import Worker
 
@@ -285,7 +285,7 @@ def identity_versions(store: MemoryStore, every_s: float = IDENTITY_POLL_S) -> C
     The identity service reloads its galleries when they change: faces other workers of the store
     enrolled, and identity edits made anywhere (an object store has no epoch file beside it). The
     ingest log is among them because a segment's slots count only once it commits there
-    (``memory/galleries.py``).
+    (``memory/identity/galleries.py``).
     """
     seen: list[Any] = [float("-inf"), None]
 

@@ -12,7 +12,7 @@ what to do instead (use the owner's capture tools at its HTTP address, or stop i
 Reading memory, editing rules and editing identities need no lease (identity edits reach the
 owner's running captures through the identity epoch file, see ``perception.identity.service``).
 A one-shot ``reflectworld ingest`` of a file needs none either: entity ids come from the store's
-atomic counter (``memory/ids.py``), so concurrent writers never share an id; it warns that people
+atomic counter (``memory/identity/ids.py``), so concurrent writers never share an id; it warns that people
 it meets may be recorded a second time while another process captures.
 
 Object-store URIs (``s3://…``) have no local lock file; there the lease is per process.

@@ -33,7 +33,7 @@ from perception.settings import (
 from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
 from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
-from plugin.mqtt import MqttChannelConfig
+from plugin.acting.mqtt import MqttChannelConfig
 
 __all__ = [
     "Manifest",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.models import Trace
-from memory.notes import Note, NoteError, parse_notes, write_notes
+from memory.store.notes import Note, NoteError, parse_notes, write_notes
 
 __all__ = ["remember_file", "remember_notes"]
 

@@ -24,10 +24,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory import MemoryStore
-from memory.camera_context import ContextSettings, maybe_revise, places, traces_until_revision
-from memory.chapters import ChapterSettings, build_chapters
-from memory.consolidate import ConsolidationEngine, ConsolidationSettings, Consolidator
-from memory.local_consolidator import LocalConsolidator
+from memory.semantic.camera_context import ContextSettings, maybe_revise, places, traces_until_revision
+from memory.semantic.chapters import ChapterSettings, build_chapters
+from memory.semantic.consolidate import ConsolidationEngine, ConsolidationSettings, Consolidator
+from memory.semantic.local_consolidator import LocalConsolidator
 from memory.models import SegmentWrite
 from plugin.errors import PluginError
 from plugin.manifest import Manifest

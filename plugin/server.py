@@ -24,7 +24,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from plugin import dashboard, phone
 from plugin.engine import Engine, Overrides
 from plugin.manifest import Manifest, default_manifest
-from plugin.notify import serve_notifications
+from plugin.acting.notify import serve_notifications
 from tools import capture as capture_tools
 from tools import context as context_tools
 from tools import entities as entity_tools
@@ -103,7 +103,7 @@ def create_server(manifest: Manifest | None = None, overrides: Overrides | None 
     phone.register(server, lambda: engines[-1].worker if engines else None)
     dashboard.register(server, lambda: engines[-1] if engines else None, manifest.server.dashboard)
     if manifest.qa is not None:  # memory_ask needs a model; without `qa:` the host's own model asks
-        from plugin.ask import make_asker
+        from plugin.agent.ask import make_asker
         from tools import ask as ask_tools
 
         ask_tools.register(server, make_asker(manifest.qa))

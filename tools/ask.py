@@ -1,7 +1,7 @@
 """The ``memory_ask`` tool: the QA agent, for hosts whose own model is weak at tool use.
 
 Registered only when the manifest has a ``qa`` section. The agent itself lives in
-:mod:`plugin.ask` and is passed in by the composition root as an :class:`Asker`, so this module
+:mod:`plugin.agent.ask` and is passed in by the composition root as an :class:`Asker`, so this module
 depends on nothing above ``tools``. Without ``qa`` the host's own model answers with
 memory_search / memory_get / memory_visual_evidence.
 """

@@ -9,7 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from memory.camera_context import CameraContext, get_context, list_contexts, set_context
+from memory.semantic.camera_context import CameraContext, get_context, list_contexts, set_context
 from tools.errors import tool_errors
 from tools.memory import READ_ONLY
 from tools.results import clip, itemize, structured

@@ -9,9 +9,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from memory.identity_ops import enrol_face, entity_decisions, forget_entity, merge_entities, name_entity, split_entity
+from memory.identity.identity_ops import enrol_face, entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity, Fact
-from memory.voice_ops import enrol_voice
+from memory.identity.voice_ops import enrol_voice
 from perception.identity.reference import reference_views
 from tools.access import policy_of
 from tools.errors import tool_errors
@@ -136,7 +136,7 @@ def _need(value: Any, what: str, action: str) -> Any:
 
 
 def _enrol_voice(store: Any, name: str, audio_path: str, entity_id: str | None) -> EntityUpdateResult:
-    """Enrol the voice in ``audio_path`` under ``name`` (see :mod:`memory.voice_ops`)."""
+    """Enrol the voice in ``audio_path`` under ``name`` (see :mod:`memory.identity.voice_ops`)."""
     from perception.identity.voices import voice_sample
 
     entity, how = enrol_voice(store, name, voice_sample(audio_path), reference=audio_path, entity_id=entity_id)
@@ -146,7 +146,7 @@ def _enrol_voice(store: Any, name: str, audio_path: str, entity_id: str | None) 
 
 def update_entity(store: Any, action: str, entity_id: str | None, name: str | None, image_path: str | None,
                   into_id: str | None, observation_ids: list[str] | None) -> EntityUpdateResult:
-    """Dispatch one entity_update action to :mod:`memory.identity_ops` (the tool, the dashboard and evals)."""
+    """Dispatch one entity_update action to :mod:`memory.identity.identity_ops` (the tool, the dashboard, evals)."""
     if action == "name":
         _need(name, "name", action)
         if image_path:

@@ -145,7 +145,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         time: Annotated[str | None, Field(max_length=40, description="ISO-8601; default now")] = None,
     ) -> Annotated[CallToolResult, NoteResult]:
         """Remember what the user said or saw; reminded of when who or what it names is in view."""
-        from memory.notes import Note
+        from memory.store.notes import Note
         from plugin.remember import remember_notes
 
         with tool_errors("memory_note"):

@@ -1,7 +1,7 @@
 """The LLM consolidator: an OpenAI-compatible model proposes fact edits from an entity's evidence.
 
-It satisfies ``memory.consolidate.Consolidator`` and returns the same :class:`FactEdit` records as
-the deterministic :class:`memory.local_consolidator.LocalConsolidator`; ``memory.consolidate``
+It satisfies ``memory.semantic.consolidate.Consolidator`` and returns the same :class:`FactEdit` records as
+the deterministic :class:`memory.semantic.local_consolidator.LocalConsolidator`; ``memory.semantic.consolidate``
 validates and applies them identically (unknown fact ids dropped, identity facts protected, the
 current segment never counts as evidence). The request goes through :class:`perception.describe.vlm.VLMClient`
 with structured output (stage ``consolidate``: its own token budget and timeout). When the model
@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
-from memory.consolidate import ConsolidationRequest, Consolidator, FactEdit
+from memory.semantic.consolidate import ConsolidationRequest, Consolidator, FactEdit
 from perception.describe.vlm import VLMClient, VLMError
 
 __all__ = ["FactEdits", "LLMConsolidator", "build_messages"]

@@ -1,7 +1,7 @@
 """Local rule matcher: structured rule conditions over one committed segment → rule signals.
 
 A rule signal is *evidence* that a rule matched (which rule, which entity, when, why); the
-notification resolver (``plugin/notify.py``) decides whether anybody is told. Conditions
+notification resolver (``plugin/acting/notify.py``) decides whether anybody is told. Conditions
 (:class:`memory.procedural.RuleConditions`) are ANDed:
 
 * ``entities``: an entity id or a display name/alias present in the segment (``"*"`` = anyone:

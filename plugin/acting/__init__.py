@@ -1,1 +1,1 @@
-"""Acting on what memory holds: rules and notifications, their delivery channels, proactive reminders."""
+"""The acting side: the rules service and notification resolver, delivery channels, MQTT, proactive reminders."""

@@ -306,7 +306,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
             return render("_answer.html", request, question="", answer=None, error="ask a question first")
         from mcp.server.mcpserver.exceptions import ToolError
 
-        from plugin.ask import make_asker
+        from plugin.agent.ask import make_asker
 
         try:
             answer = await make_asker(qa)(engine.store, question)

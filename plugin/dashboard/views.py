@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from memory.errors import NotFoundError
-from memory.identity_ops import entity_decisions, forget_entity, merge_entities, name_entity, split_entity
+from memory.identity.identity_ops import entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity
 
 __all__ = [

@@ -74,7 +74,7 @@ def cases_in(root: Path) -> list[Path]:
 
 def run_case(folder: Path, manifest: Any, embedder: Any = None, progress: Any = None) -> list[dict[str, Any]]:
     """Run one case in a fresh temporary store; returns its reminders (media second, text, evidence ids)."""
-    from memory.notes import NoteError
+    from memory.store.notes import NoteError
     from plugin.acting.reminders import PROACTIVE_RULE_ID
     from plugin.engine import Engine, Overrides
     from plugin.remember import remember_file

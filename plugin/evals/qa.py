@@ -18,7 +18,7 @@ a judge model (``qa.judge``, else the QA model).
 are asked of that store alone. Without ``--videos`` the questions go to the manifest's store, each
 video limited to the camera named like it with ``--camera-per-video``.
 
-Every question is asked at its timestamp: the agent sees memory through :class:`memory.timecut.TimeCut`,
+Every question is asked at its timestamp: the agent sees memory through :class:`memory.search.timecut.TimeCut`,
 which applies the cut to traces, observations, chapters, facts, entities, neighbours and key frames.
 Each row records the rounds, tool calls and tokens the agent used. Ablations: ``--no-semantic`` (no
 facts), ``--no-chapters`` (no chapters), ``--no-visual`` (no key frames).
@@ -273,7 +273,7 @@ def _safe(name: str) -> str:
 
 def cmd_qa(args: argparse.Namespace) -> int:
     """Run the agent over every annotated question and print accuracy per type."""
-    from plugin.ask import ALL_LEVELS, MemoryAgent, build_client
+    from plugin.agent.ask import ALL_LEVELS, MemoryAgent, build_client
     from plugin.cli import DRAIN_S, _engine, _ingest, _manifest, _out, _setup_logging
     from plugin.engine import open_store
     from plugin.progress import eval_progress

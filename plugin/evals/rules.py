@@ -90,7 +90,7 @@ def evaluate(clip: Path, labels: Labels, manifest: Any, progress: Any = None) ->
     from memory.procedural import RuleConditions
     from plugin.engine import Engine, Overrides
     from plugin.manifest import HashEmbedderConfig, NotifyPolicyConfig, RuleConfig
-    from plugin.notify import policy_from_config
+    from plugin.acting.notify import policy_from_config
 
     camera = labels.camera or clip.stem
     rules = [RuleConfig.model_validate(r) for r in labels.rules] or list(manifest.rules)

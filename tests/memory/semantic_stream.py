@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from memory import Entity, MemoryStore, Observation, SegmentWrite, Trace, stable_id
-from memory.consolidate import ConsolidationEngine, ConsolidationReport
+from memory.semantic.consolidate import ConsolidationEngine, ConsolidationReport
 
 #: Monday 2024-01-01 00:00 UTC
 DAY0 = 1_704_067_200.0

@@ -7,7 +7,7 @@ from datetime import timezone
 from semantic_stream import Stream
 
 from memory import MemoryStore
-from memory.camera_context import ContextSettings, get_context, maybe_revise, places, set_context
+from memory.semantic.camera_context import ContextSettings, get_context, maybe_revise, places, set_context
 
 SETTINGS = ContextSettings(min_traces=6, revise_every=6, timezone=timezone.utc)
 

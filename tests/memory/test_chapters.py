@@ -5,7 +5,7 @@ from __future__ import annotations
 from semantic_stream import Stream
 
 from memory import MemoryStore
-from memory.chapters import ChapterSettings, build_chapters, split_events
+from memory.semantic.chapters import ChapterSettings, build_chapters, split_events
 
 SETTINGS = ChapterSettings(budget_events=3, interval_s=10 * 86_400, event_gap_s=60.0)
 

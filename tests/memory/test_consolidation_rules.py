@@ -8,15 +8,15 @@ import pytest
 from semantic_stream import DAY0, Stream, run, week
 
 from memory import HashEmbedder, MemoryStore
-from memory.camera_context import set_context
-from memory.consolidate import (
+from memory.semantic.camera_context import set_context
+from memory.semantic.consolidate import (
     ConsolidationEngine,
     ConsolidationSettings,
     FactEdit,
     apply_edits,
     reconfirm,
 )
-from memory.local_consolidator import LocalConsolidator
+from memory.semantic.local_consolidator import LocalConsolidator
 
 PLACES = {"cam_cafe": "cafe", "cam_gym": "gym"}
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memory import HashEmbedder, MemoryStore
-from memory.identity_ops import forget_entity, name_entity, record_decision, split_entity
+from memory.identity.identity_ops import forget_entity, name_entity, record_decision, split_entity
 from memory.models import Chapter, Fact, GalleryFace, IdentityDecision, Keyframe, stable_id
 from tests.memory.memory_fixtures import make_segment, populate
 

@@ -9,7 +9,7 @@ from memory_fixtures import SOURCE, make_segment
 
 from memory import HashEmbedder, MemoryStore
 from memory.models import GalleryFace, GalleryVoice, SegmentWrite
-from memory.schema import META_TABLE, SCHEMA_VERSION
+from memory.store.schema import META_TABLE, SCHEMA_VERSION
 
 
 def face(slot_id: str, entity_id: str, x: float, quality: float = 0.8) -> GalleryFace:

@@ -8,7 +8,7 @@ import pyarrow as pa
 from memory_fixtures import make_segment
 
 from memory import HashEmbedder, MemoryStore
-from memory.indexing import IndexPolicy, compaction_target, fts_config, table_index_state
+from memory.search.indexing import IndexPolicy, compaction_target, fts_config, table_index_state
 
 #: PQ training needs a few hundred rows; the thresholds are scaled down from the defaults accordingly
 SMALL = IndexPolicy(vector_min_rows=400, scalar_min_rows=400, unindexed_max=10_000, interval_s=0.0,

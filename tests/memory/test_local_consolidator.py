@@ -7,8 +7,8 @@ from datetime import timezone
 from semantic_stream import Stream
 
 from memory import MemoryStore
-from memory.consolidate import ConsolidationEngine, FactEdit
-from memory.local_consolidator import LocalConsolidator, names_in
+from memory.semantic.consolidate import ConsolidationEngine, FactEdit
+from memory.semantic.local_consolidator import LocalConsolidator, names_in
 
 PLACES = {"cam_cafe": "cafe"}
 

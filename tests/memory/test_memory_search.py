@@ -14,7 +14,7 @@ import pytest
 from memory_fixtures import CAMERA, SOURCE, make_segment, populate
 
 from memory import Chapter, Fact, HashEmbedder, MemoryStore, stable_id
-from memory.search import build_where, sql_literal
+from memory.search.modes import build_where, sql_literal
 
 MODES = ["vector", "fts", "hybrid"]
 
@@ -168,7 +168,7 @@ def test_a_search_keeps_what_its_full_text_query_found_when_a_compaction_moves_t
             store.write_segment(make_segment(i, summary=f"a man carries a bicycle (number {i})" if i >= 27
                                              else f"children play football, round {i} of {i % 7} goals"))
         embedder.armed = True
-        with caplog.at_level(logging.INFO, logger="memory.retrieval"):
+        with caplog.at_level(logging.INFO, logger="memory.search.retrieval"):
             hits = store.search("bicycle", mode="hybrid", limit=3)
     assert embedder.compacted
     assert "moved while being read" not in caplog.text

@@ -18,7 +18,7 @@ from memory import (
     SchemaVersionError,
     SegmentWrite,
 )
-from memory.schema import META_TABLE, SCHEMA_VERSION
+from memory.store.schema import META_TABLE, SCHEMA_VERSION
 
 
 def ids(store: MemoryStore, table: str) -> set[str]:
@@ -239,7 +239,7 @@ def test_a_second_handle_sees_commits_of_the_first_without_reopening(store_path:
 
 
 def test_every_table_carries_user_id_and_searchable_ones_text_and_a_vector_of_the_embedder_dim() -> None:
-    from memory.schema import SEARCHABLE, table_schemas
+    from memory.store.schema import SEARCHABLE, table_schemas
 
     schemas = table_schemas(48)
     assert all("user_id" in s.names and "id" in s.names for s in schemas.values())

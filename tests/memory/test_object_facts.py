@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from memory.consolidate import ConsolidationRequest
-from memory.local_consolidator import LocalConsolidator
+from memory.semantic.consolidate import ConsolidationRequest
+from memory.semantic.local_consolidator import LocalConsolidator
 from memory.models import Entity, Observation, Trace
 
 

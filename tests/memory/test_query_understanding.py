@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.query import EntityName, Vocabulary, content_words, understand
+from memory.search.query import EntityName, Vocabulary, content_words, understand
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 12, 1, 10, 30, tzinfo=BERLIN)  # a Tuesday morning

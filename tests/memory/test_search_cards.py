@@ -1,4 +1,4 @@
-"""Search cards (``memory/cards.py``): written with every row, filled in for older stores, kept current
+"""Search cards (``memory/search/cards.py``): written with every row, filled in for older stores, kept current
 by identity edits, and read by the search in place of a dozen columns."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 from memory_fixtures import populate
 
 from memory import HashEmbedder, MemoryStore
-from memory.cards import CARD_COLUMN, CARD_COLUMNS, card_json, read_card
-from memory.identity_ops import forget_entity, merge_entities
-from memory.schema import META_TABLE, SCHEMA_VERSION
+from memory.search.cards import CARD_COLUMN, CARD_COLUMNS, card_json, read_card
+from memory.identity.identity_ops import forget_entity, merge_entities
+from memory.store.schema import META_TABLE, SCHEMA_VERSION
 
 
 def cards_match_rows(store: MemoryStore) -> int:

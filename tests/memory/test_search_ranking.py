@@ -11,8 +11,8 @@ import pytest
 from memory_fixtures import PERSONS, make_segment
 
 from memory import Entity, HashEmbedder, MemoryStore, MiniLMEmbedder
-from memory.identity_ops import merge_entities, name_entity
-from memory.retrieval import VOCAB_TTL_S
+from memory.identity.identity_ops import merge_entities, name_entity
+from memory.search.retrieval import VOCAB_TTL_S
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -6,7 +6,7 @@ import pytest
 from memory_fixtures import SOURCE, UNTIL, populate_timeline
 
 from memory import MemoryStore, NotFoundError, stable_id
-from memory.timecut import TimeCut
+from memory.search.timecut import TimeCut
 
 @pytest.fixture
 def cut(store: MemoryStore) -> tuple[TimeCut, dict[str, set[str]]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 from fake_vlm_server import FakeVLMServer, Reply
 
 from memory import Entity, HashEmbedder, MemoryStore, Observation, SegmentWrite, Trace, stable_id
-from memory.consolidate import ConsolidationEngine, FactEdit, apply_edits
-from memory.local_consolidator import LocalConsolidator
+from memory.semantic.consolidate import ConsolidationEngine, FactEdit, apply_edits
+from memory.semantic.local_consolidator import LocalConsolidator
 from perception.describe.llm_consolidator import FactEdits, LLMConsolidator
 from perception.describe.vlm import VLMClient
 

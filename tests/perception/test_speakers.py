@@ -17,7 +17,7 @@ from mcp import Client
 
 from perception.detectors.asr import load_audio
 from perception.detectors.speakers import Diarizer, SpeakerEmbedder, TurnDiarization, cluster
-from memory.identity_ops import entity_decisions
+from memory.identity.identity_ops import entity_decisions
 from plugin.cli import main
 from plugin.evals.diarization import der, read_rttm
 from plugin.manifest import load_manifest

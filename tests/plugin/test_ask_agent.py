@@ -15,7 +15,7 @@ import yaml
 from mcp import Client
 from mcp.types import TextContent
 
-from plugin.ask import MemoryAgent
+from plugin.agent.ask import MemoryAgent
 from plugin.cli import main
 from plugin.manifest import load_manifest
 from plugin.server import create_server

@@ -167,5 +167,5 @@ def test_run_shows_progress_per_source_and_logs_info_only_with_v(clean_env: dict
     verbose = run("-v", "search", "person", "--manifest", str(manifest), env=clean_env)
     assert quiet.returncode == verbose.returncode == 0
     assert "INFO" not in quiet.stderr
-    assert "INFO memory.store: opened memory store" in verbose.stderr
+    assert "INFO memory.store.facade: opened memory store" in verbose.stderr
     assert quiet.stdout == verbose.stdout

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from mcp import Client
 
-from memory.identity_ops import forget_entity
+from memory.identity.identity_ops import forget_entity
 from memory.models import SegmentWrite
 from perception.detectors.backends import ort_options, ort_threads, set_model_threads
 from plugin.engine import Engine, Overrides, build_embedder, open_store

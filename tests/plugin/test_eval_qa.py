@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from memory import HashEmbedder, MemoryStore
-from plugin.ask import MemoryAgent, build_client
+from plugin.agent.ask import MemoryAgent, build_client
 from plugin.cli import main
 from plugin.evals.qa import QAItem, choice_of, load_annotations, mc_prompt
 from plugin.manifest import QAConfig

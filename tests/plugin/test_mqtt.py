@@ -24,7 +24,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from memory import HashEmbedder, MemoryStore
 from plugin.manifest import parse_manifest
-from plugin.notify import NotificationService
+from plugin.acting.notify import NotificationService
 from tests.plugin.browser import require
 from tests.plugin.test_transports import free_port
 from tests.plugin.test_webhook_delivery import door_segment
@@ -180,7 +180,7 @@ def test_a_notification_reaches_the_broker_with_home_assistant_discovery_and_ret
 def test_a_killed_server_reads_offline_through_its_last_will(broker: int) -> None:
     sub = Subscriber(broker)
     code = ("import sys, time\n"
-            "from plugin.mqtt import MqttChannel, MqttChannelConfig\n"
+            "from plugin.acting.mqtt import MqttChannel, MqttChannelConfig\n"
             f"ch = MqttChannel(MqttChannelConfig(host='127.0.0.1', port={broker}, client_id='rw-will')).start(['yard'])\n"
             "assert ch.wait_connected(10)\n"
             "print('ready', flush=True)\n"

@@ -12,7 +12,7 @@ from memory.models import SegmentWrite
 from memory.procedural import RuleConditions
 from plugin.engine import Overrides
 from plugin.manifest import parse_manifest
-from plugin.notify import NotificationService
+from plugin.acting.notify import NotificationService
 from tests.conftest import engine_for
 from tests.plugin.rules_clip import make_event_clip
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.focus import Candidate, Focus, FocusPerson
+from memory.search.focus import Candidate, Focus, FocusPerson
 from plugin.acting.reminders.cues import clauses
 from plugin.acting.reminders.gate import GateSettings, select
 from plugin.acting.reminders.generator import template

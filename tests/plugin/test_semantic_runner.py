@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from memory import HashEmbedder, MemoryStore
-from memory.camera_context import ContextSettings, get_context, set_context
-from memory.chapters import ChapterSettings, build_chapters
-from memory.local_consolidator import LocalConsolidator
+from memory.semantic.camera_context import ContextSettings, get_context, set_context
+from memory.semantic.chapters import ChapterSettings, build_chapters
+from memory.semantic.local_consolidator import LocalConsolidator
 from plugin.cli import main
 from plugin.manifest import load_manifest
 from plugin.semantic import SemanticRunner, SemanticSettings, runner_from_manifest

@@ -17,9 +17,9 @@ import pytest
 
 from memory import HashEmbedder, MemoryStore
 from memory.models import Entity, Keyframe, SegmentWrite, Trace
-from plugin.delivery import verify_signature
+from plugin.acting.delivery import verify_signature
 from plugin.manifest import parse_manifest
-from plugin.notify import NotificationService
+from plugin.acting.notify import NotificationService
 
 SECRET = "s3cret-for-tests"
 

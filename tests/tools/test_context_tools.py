@@ -9,9 +9,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from memory.chapters import ChapterSettings, build_chapters
-from memory.consolidate import ConsolidationEngine
-from memory.local_consolidator import LocalConsolidator
+from memory.semantic.chapters import ChapterSettings, build_chapters
+from memory.semantic.consolidate import ConsolidationEngine
+from memory.semantic.local_consolidator import LocalConsolidator
 from plugin.manifest import load_manifest
 from plugin.server import create_server
 from plugin.engine import open_store

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from memory.search import sql_literal
+from memory.search.modes import sql_literal
 from plugin.manifest import load_manifest
 from plugin.server import create_server
 from plugin.engine import open_store
@@ -29,7 +29,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def clip_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The clip ingested once (faces + objects + bodies) with both reference stills enrolled first."""
-    from memory.identity_ops import enrol_face
+    from memory.identity.identity_ops import enrol_face
     from perception.identity.reference import reference_views
 
     directory = tmp_path_factory.mktemp("idclip")

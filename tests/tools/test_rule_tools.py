@@ -14,7 +14,7 @@ from memory import HashEmbedder, MemoryStore
 from memory.models import Entity, Keyframe, SegmentWrite, Trace
 from memory.procedural import NOTIFICATIONS_URI
 from plugin.manifest import load_manifest
-from plugin.notify import NotificationService
+from plugin.acting.notify import NotificationService
 from plugin.server import create_server
 from tests.conftest import write_manifest
 

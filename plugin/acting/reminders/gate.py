@@ -23,8 +23,8 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from memory.focus import Candidate, Focus
-from memory.focus_terms import mentions_label, mentions_name
+from memory.search.focus import Candidate, Focus
+from memory.search.focus_terms import mentions_label, mentions_name
 
 from .cues import Clause, clauses, topic_words
 

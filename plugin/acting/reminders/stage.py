@@ -26,10 +26,10 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from memory.focus import Focus, FocusIndex, FocusPerson
+from memory.search.focus import Focus, FocusIndex, FocusPerson
 from memory.models import SegmentWrite
 from memory.procedural import Rule
-from memory.spoken import SpokenMemory
+from memory.store.spoken import SpokenMemory
 from perception.rules.matcher import RuleSignal
 
 from .config import ProactiveConfig

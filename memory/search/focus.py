@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .focus_terms import mentions_label, mentions_name, name_pattern
-from .notes import NOTES_CAMERA, note_kind, note_text
-from .search import sql_literal
+from ..store.notes import NOTES_CAMERA, note_kind, note_text
+from .modes import sql_literal
 
 __all__ = ["Candidate", "Focus", "FocusIndex", "FocusPerson"]
 

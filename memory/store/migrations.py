@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import lancedb
 import pyarrow as pa
 
-from .cards import CARD_COLUMN, CARD_COLUMNS, card_sql
-from .errors import SchemaVersionError
-from .galleries import GALLERY_TABLES
+from ..search.cards import CARD_COLUMN, CARD_COLUMNS, card_sql
+from ..errors import SchemaVersionError
+from ..identity.galleries import GALLERY_TABLES
 from .schema import (
     CAMERA_CONTEXT_V4_COLUMNS,
     FACT_V4_COLUMNS,
@@ -135,7 +135,7 @@ def face_poses(ctx: MigrationContext) -> None:
 
 @migration(8)
 def search_cards(ctx: MigrationContext) -> None:
-    """The ``card`` column of traces and observations (``memory/cards.py``), filled in by LanceDB from
+    """The ``card`` column of traces and observations (``memory/search/cards.py``), filled in by LanceDB from
     each row's own columns: new column files only, so rows keep their places and indexes."""
     for name in CARD_COLUMNS:
         table = ctx.db.open_table(name)
@@ -155,7 +155,7 @@ def cards_with_quotes(ctx: MigrationContext) -> None:
 
 @migration(10)
 def gallery_segments(ctx: MigrationContext) -> None:
-    """Every gallery slot names the segment that wrote it and the content it replaced (``memory/galleries.py``);
+    """Every gallery slot names the segment that wrote it and the content it replaced (``memory/identity/galleries.py``);
     slots stored before name none and always count."""
     for name in GALLERY_TABLES:
         _add_null_columns(ctx.db.open_table(name), GALLERY_V10_COLUMNS)

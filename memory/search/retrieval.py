@@ -7,14 +7,14 @@ entities — a vector query restricted to rows showing them, so a named person's
 candidates even when no word matches. The full-text and vector queries return their rows' search
 cards (or, for levels without cards, the columns ranking needs) with the row ids and cosines, so a
 search reads no row twice; only shortlisted rows found by entity id or filters alone are then taken
-by row id. Candidates are scored by :func:`memory.ranking.score_row` and folded by
-:func:`memory.ranking.collapse`.
+by row id. Candidates are scored by :func:`memory.search.ranking.score_row` and folded by
+:func:`memory.search.ranking.collapse`.
 
 The queries go to LanceDB's native async API on lancedb's background event loop, several at once:
 the full-text queries run while the question is embedded, then the vector and entity queries of
 every level together; the synchronous API would cost a hand-over (and a schema look-up) per call.
 While the vector queries run, the calling thread scores the full-text rows sure to be shortlisted
-(all but the cosine part, :func:`memory.ranking.prepare_row`). A row that a concurrent compaction
+(all but the cosine part, :func:`memory.search.ranking.prepare_row`). A row that a concurrent compaction
 moved (row ids are addresses) or a delete removed between the queries and a take is missing from
 the take; the candidates are then gathered again (:data:`READ_ATTEMPTS`).
 
@@ -45,14 +45,14 @@ from lancedb.background_loop import LOOP
 from lancedb.query import AsyncQueryBase
 
 from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
-from .errors import MemoryStoreError
-from .models import QueryUnderstanding, SearchHit
+from ..errors import MemoryStoreError
+from ..models import QueryUnderstanding, SearchHit
 from .query import EntityName, Understood, Vocabulary, understand
 from .ranking import Prepared, Scored, collapse, finish_row, prepare_row
-from .search import SearchMode, build_where, sql_in, sql_literal
+from .modes import SearchMode, build_where, sql_in, sql_literal
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from ..store.facade import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class SearchOutcome:
 
 
 class Retriever:
-    """Runs searches for one :class:`~memory.store.MemoryStore` (see the module docstring)."""
+    """Runs searches for one :class:`~memory.store.facade.MemoryStore` (see the module docstring)."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
@@ -328,7 +328,7 @@ class Retriever:
         return vector
 
     def _carded(self, level: str) -> bool:
-        """Whether ``level``'s rows carry search cards (``memory/cards.py``; fixed once the store is open)."""
+        """Whether ``level``'s rows carry search cards (``memory/search/cards.py``; fixed once the store is open)."""
         carded = self._cards.get(level)
         if carded is None:
             carded = self._cards[level] = (level in CARD_COLUMNS

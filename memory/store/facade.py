@@ -2,19 +2,19 @@
 
 Design:
 
-* **Typed tables** (``memory/schema.py``) created by ordered migrations (``memory/migrations.py``);
+* **Typed tables** (``memory/store/schema.py``) created by ordered migrations (``memory/store/migrations.py``);
   a ``meta`` table records the schema version and the embedder that built the vectors. Opening
   with an embedder of another dimension raises :class:`DimensionMismatchError`.
 * **Idempotent writes.** Every row has a deterministic id and is written with ``merge_insert``
   on ``(user_id, id)``. :meth:`MemoryStore.write_segment` commits a whole segment (trace,
   observations, entities, gallery slots, key frames) and writes ``ingest_log`` *last*, so a crash
   part-way re-runs that segment and produces the same rows. Gallery slots count for identity only
-  once their segment is committed (``memory/galleries.py``), so the re-run decides as the first run did.
-* **Search** (``memory/retrieval.py``): the query is understood (``memory/query.py``: names, times,
+  once their segment is committed (``memory/identity/galleries.py``), so the re-run decides as the first run did.
+* **Search** (``memory/search/retrieval.py``): the query is understood (``memory/search/query.py``: names, times,
   cameras, objects, counts), candidates come from full-text (BM25) and vector search under SQL filters
-  (``memory/search.py``), and are ranked with explanations (``memory/ranking.py``). The store embeds
+  (``memory/search/modes.py``), and are ranked with explanations (``memory/search/ranking.py``). The store embeds
   the query with the same embedder as the rows.
-* **Indexes** (``memory/indexing.py``): an :class:`IndexMaintainer` thread builds the vector index past a
+* **Indexes** (``memory/search/indexing.py``): an :class:`IndexMaintainer` thread builds the vector index past a
   size, retrains it as the table grows and folds new rows into both indexes, off the write path.
 * **Multi-process.** The connection uses ``read_consistency_interval=0`` so that a server and an
   ingest process each see the other's commits.
@@ -40,14 +40,14 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from .cards import CARD_COLUMN, CARD_COLUMNS, add_cards, card_json
-from .embedders import Embedder
-from .galleries import GALLERY_TABLES, restored, stamped, visible
-from .errors import DimensionMismatchError, MemoryStoreError, NotFoundError
-from .ids import IdAllocator
-from .indexing import IndexMaintainer, IndexPolicy, ensure_fts, is_commit_conflict, maintain_table, vector_config
+from ..search.cards import CARD_COLUMN, CARD_COLUMNS, add_cards, card_json
+from ..embedders import Embedder
+from ..identity.galleries import GALLERY_TABLES, restored, stamped, visible
+from ..errors import DimensionMismatchError, MemoryStoreError, NotFoundError
+from ..identity.ids import IdAllocator
+from ..search.indexing import IndexMaintainer, IndexPolicy, ensure_fts, is_commit_conflict, maintain_table, vector_config
 from .migrations import MigrationContext, apply_migrations
-from .models import (
+from ..models import (
     ID_PREFIXES,
     Chapter,
     Entity,
@@ -67,9 +67,9 @@ from .models import (
     Trace,
     stable_id,
 )
-from .retrieval import Retriever, SearchOutcome
+from ..search.retrieval import Retriever, SearchOutcome
 from .schema import META_TABLE, SEARCHABLE, meta_schema, table_schemas
-from .search import SearchMode, sql_in, sql_literal
+from ..search.modes import SearchMode, sql_in, sql_literal
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class MemoryStore:
                  cache_bytes: int = DEFAULT_CACHE_BYTES, auto_index: bool = True,
                  index_policy: IndexPolicy | None = None, storage_options: dict[str, str] | None = None,
                  maintain: bool = True) -> None:
-        """``auto_index`` runs an :class:`~memory.indexing.IndexMaintainer` thread while the store is open.
+        """``auto_index`` runs an :class:`~memory.search.indexing.IndexMaintainer` thread while the store is open.
 
         ``storage_options`` reach LanceDB's object store (``s3://`` endpoint, region, credentials).
         ``maintain=False`` never compacts or indexes: for one of many writers of a store whose
@@ -537,7 +537,7 @@ class MemoryStore:
 
     def _write_slots(self, name: str, seg: SegmentWrite, rows: list[dict[str, Any]], rewrite: bool) -> None:
         """Write a segment's gallery slots, naming the segment and keeping what each replaces
-        (``memory/galleries.py``); a re-run restores the slots its first attempt wrote and it no longer does."""
+        (``memory/identity/galleries.py``); a re-run restores the slots its first attempt wrote and it no longer does."""
         if rows:
             stored = {r["id"]: r for r in self._scan(name, f"id IN {sql_in([r['id'] for r in rows])}")}
             self._upsert(name, stamped(rows, stored, seg.source, seg.segment_index, self._commit_points))
@@ -799,13 +799,13 @@ class MemoryStore:
              entity: str | Sequence[str] | None = None, start: float | None = None, end: float | None = None,
              limit: int = 10, mode: SearchMode | str = "hybrid", offset: int = 0, tz: str | None = None,
              now: datetime | None = None, until: float | None = None) -> SearchOutcome:
-        """Search with query understanding (``memory/query.py``) and explained ranking (``memory/ranking.py``).
+        """Search with query understanding (``memory/search/query.py``) and explained ranking (``memory/search/ranking.py``).
 
         Names, times (in time zone ``tz``), cameras, object words and people counts in ``query`` become
         filters or score parts; ``camera``/``entity``/``start``/``end`` (media seconds) filter explicitly.
         ``mode`` picks the candidate sources: ``vector``, ``fts`` or both (``hybrid``). Scores are in
         [0, 1] and comparable across levels; ``level="all"`` merges every level by score. ``until``
-        keeps only timed rows that *ended* by that media second (see ``memory/timecut.py`` for a cut
+        keeps only timed rows that *ended* by that media second (see ``memory/search/timecut.py`` for a cut
         over every level).
         """
         mode = SearchMode(mode)
@@ -942,7 +942,7 @@ class MemoryStore:
         """A new id of ``kind`` (``person_0001``, …), unique across every process writing this store.
 
         Ids are never reused, even after a forget. With ``key``, the same key always gets the same
-        id (a segment re-run after a crash re-creates the same entities); see :mod:`memory.ids`.
+        id (a segment re-run after a crash re-creates the same entities); see :mod:`memory.identity.ids`.
         """
         self._table("id_alloc")  # raises when the store is not open
         return self._ids.allocate(kind, key)

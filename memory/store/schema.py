@@ -46,10 +46,10 @@ CAMERA_CONTEXT_V4_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 TRACE_V6_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("speakers", _strs),)
 #: columns migration 7 adds to ``gallery_face`` (the pose each slot was seen in)
 GALLERY_FACE_V7_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("turn", _f64),)
-#: the search card of traces and observations (migration 8; see ``memory/cards.py``)
+#: the search card of traces and observations (migration 8; see ``memory/search/cards.py``)
 CARD_V8_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("card", _str),)
 #: columns migration 10 adds to every gallery: the segment that wrote a slot and the content it
-#: replaced, so a slot counts only once its segment is committed (``memory/galleries.py``)
+#: replaced, so a slot counts only once its segment is committed (``memory/identity/galleries.py``)
 GALLERY_V10_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (("source", _str), ("segment_index", _i64), ("prior", _str))
 
 

@@ -17,8 +17,8 @@ Every edit works on the store's tables through its public row API and leaves a d
   key frames lose its id, and its id and names are scrubbed from their text, which is re-embedded,
   so a search afterwards finds nothing of it. Other entities' decisions, chapter titles, facts,
   notifications, camera context and semantic counters lose it too, and every older table version
-  is pruned (:mod:`memory.erasure`), so no file of the store still holds its rows. Its id is never
-  handed out again (:mod:`memory.ids`).
+  is pruned (:mod:`memory.identity.erasure`), so no file of the store still holds its rows. Its id is never
+  handed out again (:mod:`memory.identity.ids`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 
 from .erasure import erase_history
-from .errors import NotFoundError
+from ..errors import NotFoundError
 from .forget_refs import move_split_facts as _move_split_facts
 from .forget_refs import scrub_references
-from .models import Entity, Fact, GalleryFace, IdentityDecision, Trace, stable_id
-from .search import sql_in, sql_literal
-from .schema import SEARCHABLE
-from .store import MemoryStore, trace_text
+from ..models import Entity, Fact, GalleryFace, IdentityDecision, Trace, stable_id
+from ..search.modes import sql_in, sql_literal
+from ..store.schema import SEARCHABLE
+from ..store.facade import MemoryStore, trace_text
 
 __all__ = ["ForgetReport", "enrol_face", "entity_decisions", "forget_entity", "merge_entities", "name_entity",
            "record_decision", "split_entity"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .models import Match
+from ..models import Match
 from .query import Understood, content_terms, stem, words
 
 __all__ = ["Prepared", "Scored", "collapse", "finish_row", "people_count", "prepare_row", "row_fields", "score_row"]

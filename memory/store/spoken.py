@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .models import stable_id
-from .search import sql_in
+from ..models import stable_id
+from ..search.modes import sql_in
 
 __all__ = ["SPOKEN_TABLE", "SpokenMemory"]
 

@@ -3,7 +3,7 @@
 DESIGN §6, in code:
 
 * **When.** An entity is due every ``every_n`` (N = 5) new observations: when its sightings (the
-  count :meth:`~memory.store.MemoryStore.write_segment` makes from the stored observations) are N past
+  count :meth:`~memory.store.facade.MemoryStore.write_segment` makes from the stored observations) are N past
   ``consolidated_at``, the sightings at its last run, kept per user and entity in the ``semantic_state``
   table. :meth:`ConsolidationEngine.note_segment` only reads: the row is written when the entity is
   consolidated (a commit per segment cost more than the rest of the check). The counter is derived
@@ -13,7 +13,7 @@ DESIGN §6, in code:
   the traces behind them and its active facts. The current segment is excluded as
   self-evidence; without any prior observation the run is skipped (and counted as skipped).
 * **Edit records** (:class:`FactEdit`), the same for every consolidator (the local one in
-  ``memory/local_consolidator.py``, the LLM one in ``perception/llm_consolidator.py``):
+  ``memory/semantic/local_consolidator.py``, the LLM one in ``perception/describe/llm_consolidator.py``):
 
   - ``ADD``: a new fact (``text``, ``kind``, optional ``key`` naming the slot it fills). An ADD
     whose key (or normalised text) matches an active fact re-confirms it instead; a different
@@ -44,9 +44,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import NotFoundError
-from .models import Entity, Fact, Observation, SegmentWrite, Trace, stable_id
-from .store import MemoryStore
+from ..errors import NotFoundError
+from ..models import Entity, Fact, Observation, SegmentWrite, Trace, stable_id
+from ..store.facade import MemoryStore
 
 __all__ = [
     "ConsolidationEngine", "ConsolidationReport", "ConsolidationRequest", "ConsolidationSettings",

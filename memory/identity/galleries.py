@@ -1,6 +1,6 @@
 """Gallery slots a segment writes count for identity only once the segment is committed.
 
-:meth:`~memory.store.MemoryStore.write_segment` commits a segment as one write per table, with
+:meth:`~memory.store.facade.MemoryStore.write_segment` commits a segment as one write per table, with
 ``ingest_log`` (the resume point) last. Should a process die after the gallery writes and before
 ``ingest_log``, the resumed run analyses that segment again, and if the galleries then held the
 slots its first attempt wrote, its faces would match themselves (cosine 1.0) where the first

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import NotFoundError
-from .models import ID_PREFIXES, Entity, GetResult, Keyframe, SearchHit
-from .search import sql_in, sql_literal
-from .store import MemoryStore
+from ..errors import NotFoundError
+from ..models import ID_PREFIXES, Entity, GetResult, Keyframe, SearchHit
+from .modes import sql_in, sql_literal
+from ..store.facade import MemoryStore
 
 __all__ = ["TimeCut"]
 

@@ -1,6 +1,6 @@
 """References to an entity held by *other* rows: scrubbed on forget, moved selectively on split.
 
-A forgotten entity's own rows are deleted by :func:`memory.identity_ops.forget_entity`; this module
+A forgotten entity's own rows are deleted by :func:`memory.identity.identity_ops.forget_entity`; this module
 removes what other rows still say about it: other entities' identity decisions (runner-up, evidence,
 reasons), facts and notifications that mention it, camera context text, semantic counters and id
 claims. :func:`move_split_facts` decides which facts follow a split.
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .search import sql_in, sql_literal
+from ..search.modes import sql_in, sql_literal
 
 __all__ = ["move_split_facts", "scrub_references", "scrub_text"]
 

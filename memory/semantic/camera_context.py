@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .models import Trace, stable_id
-from .search import sql_literal
-from .store import MemoryStore
+from ..models import Trace, stable_id
+from ..search.modes import sql_literal
+from ..store.facade import MemoryStore
 
 __all__ = ["CameraContext", "ContextSettings", "SCENE_WORDS", "derive_context", "get_context", "list_contexts",
            "maybe_revise", "places", "set_context", "time_bucket", "traces_until_revision"]

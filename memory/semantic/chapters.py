@@ -18,9 +18,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from .models import Chapter, Trace, stable_id
-from .search import sql_literal
-from .store import MemoryStore
+from ..models import Chapter, Trace, stable_id
+from ..search.modes import sql_literal
+from ..store.facade import MemoryStore
 
 __all__ = ["ChapterSettings", "build_chapters", "split_events", "write_chapter_text"]
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from memory import MemoryStore
 from memory.errors import MemoryStoreError
-from memory.timecut import TimeCut
+from memory.search.timecut import TimeCut
 from plugin.errors import BackendUnavailableError
 from plugin.manifest import QAConfig
 from tools.ask import AskAnswer
@@ -140,7 +140,7 @@ class MemoryAgent:
     def __init__(self, store: MemoryStore, client: AsyncOpenAI, model: str, max_rounds: int = 6,
                  max_images: int = 2, until: float | None = None, camera: str | None = None,
                  levels: tuple[str, ...] = ALL_LEVELS, visual: bool = True) -> None:
-        """``until``/``camera`` cut memory at every level (``memory/timecut.py``): the agent sees only
+        """``until``/``camera`` cut memory at every level (``memory/search/timecut.py``): the agent sees only
         what was seen by that media second. ``levels`` and ``visual`` switch memory levels and the
         key-frame tool off (ablations)."""
         self.store, self.client, self.model = store, client, model

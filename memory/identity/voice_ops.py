@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .identity_ops import record_decision
-from .models import Entity, GalleryVoice, stable_id
-from .search import sql_literal
-from .store import MemoryStore
+from ..models import Entity, GalleryVoice, stable_id
+from ..search.modes import sql_literal
+from ..store.facade import MemoryStore
 
 __all__ = ["enrol_voice"]
 

@@ -1,6 +1,6 @@
 """The deterministic consolidator: facts from evidence without any model or API key.
 
-It reads a :class:`~memory.consolidate.ConsolidationRequest` and proposes the same edit records
+It reads a :class:`~memory.semantic.consolidate.ConsolidationRequest` and proposes the same edit records
 as the LLM consolidator. Every derived fact fills a *slot* (``key``), so a run re-confirms what it
 derived before (``NONE fact_id``) and replaces what the evidence now contradicts (``UPDATE``):
 
@@ -27,7 +27,7 @@ from datetime import tzinfo
 
 from .camera_context import day_of, time_bucket
 from .consolidate import ConsolidationRequest, FactEdit
-from .models import Fact
+from ..models import Fact
 
 __all__ = ["LocalConsolidator", "names_in"]
 

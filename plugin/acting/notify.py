@@ -47,11 +47,11 @@ from memory.procedural import (
     severity_rank,
     to_notification,
 )
-from memory.store import MemoryStore
+from memory.store.facade import MemoryStore
 from perception.detectors.objects import detector_labels
 from perception.rules.compiler import CompiledRule, compile_rule, rephrase_help
 from perception.rules.matcher import Box, KeyframeBoxes, RuleMatcher, RuleSignal, in_time_window
-from plugin.delivery import (
+from plugin.acting.delivery import (
     DeliveryWorker,
     DirectChannel,
     HttpChannel,
@@ -102,7 +102,7 @@ def build_channels(cfg: NotificationsConfig) -> dict[str, HttpChannel | DirectCh
     ch = cfg.channels
     out: dict[str, HttpChannel | DirectChannel] = {}
     if ch.mqtt is not None:
-        from plugin.mqtt import MqttChannel
+        from plugin.acting.mqtt import MqttChannel
 
         out["mqtt"] = MqttChannel(ch.mqtt)
     if ch.webhook is not None:

@@ -27,8 +27,8 @@ from collections.abc import Callable
 import lancedb
 import pyarrow as pa
 
-from .errors import MemoryStoreError
-from .search import sql_literal
+from ..errors import MemoryStoreError
+from ..search.modes import sql_literal
 
 __all__ = ["IdAllocator"]
 

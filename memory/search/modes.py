@@ -1,12 +1,12 @@
 """Search as data: modes and SQL filter building.
 
-The retriever (``memory/retrieval.py``) runs LanceDB queries per level; this module decides *what*
+The retriever (``memory/search/retrieval.py``) runs LanceDB queries per level; this module decides *what*
 they filter on:
 
 * :class:`SearchMode` — which candidate sources a search uses: ``vector`` (cosine over the ``vector``
   column), ``fts`` (BM25 over the ``text`` column's inverted index; rows added after the index was
   built are found by a flat scan of unindexed fragments) or ``hybrid`` (both). Candidates from either
-  are ranked together by ``memory/ranking.py``.
+  are ranked together by ``memory/search/ranking.py``.
 * :func:`build_where` — the per-level filter for user, camera, entity and media-time range.
 """
 

@@ -1,0 +1,1 @@
+"""Identity records: entity-id allocation, gallery slots, identity and voice edits, forgetting and erasure."""

@@ -1,0 +1,1 @@
+"""Semantic memory: fact consolidation (the rules consolidator), chapters, camera context."""
