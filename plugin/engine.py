@@ -13,6 +13,7 @@ What :meth:`Engine.open` builds, in order:
 * the VLM stage when the manifest names a VLM;
 * the semantic runner (facts, chapters, camera context) on its own thread;
 * rules + notifications (resolver, delivery thread);
+* the proactive reminder stage (what is in view → memory → gate → one reminder, as a notification);
 * the :class:`~perception.drivers.analyzer.Pipeline` that bundles all of it for the drivers, with
   one post-commit chain and one source-end hook;
 * the background :class:`~plugin.worker.Worker` for captures.
@@ -55,6 +56,7 @@ from perception.settings import PerceptionConfig
 from plugin.lease import CaptureLease
 from plugin.manifest import HashEmbedderConfig, Manifest, MiniLMEmbedderConfig, OpenAIEmbedderConfig, SourceConfig
 from plugin.acting.notify import NotificationHub, NotificationService, chain_commits
+from plugin.acting.reminders.stage import ReminderStage, reminder_stage
 from plugin.semantic import SemanticRunner, runner_from_manifest
 from plugin.worker import Worker
 
@@ -112,6 +114,7 @@ class Engine:
         self.vlm_stage: VLMSegmentStage | None = None
         self.semantic: SemanticRunner | None = None
         self.notifications: NotificationService
+        self.reminders: ReminderStage | None = None
         self.pipeline: Pipeline
         self.worker: Worker
         self._opened = False
@@ -155,13 +158,16 @@ class Engine:
             self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub, start_delivery=deliver,
                                                                   vlm=self.vlm_stage is not None)
             matcher = self.notifications.on_commit if relay is None else partial(relay, "commit")
+            self.reminders = reminder_stage(m, self.store, self.notifications, self.identity,
+                                            self.perception.vlm) if relay is None else None
             self.pipeline = Pipeline(
                 store=self.store, settings=self.settings, identity=self.identity, models=Models(self.settings),
                 scheduler=self.perception.scheduler, vlm_stage=self.vlm_stage,
                 active_rules=lambda camera: [r.text for r in self.notifications.active_rules(camera)],
                 rule_interest=self.notifications.could_match,
-                on_commit=chain_commits(self.semantic.on_commit if self.semantic else None,
-                                        matcher, self.perception.on_commit, self.overrides.on_commit),
+                on_commit=chain_commits(self.semantic.on_commit if self.semantic else None, matcher,
+                                        self.reminders.on_commit if self.reminders else None,
+                                        self.perception.on_commit, self.overrides.on_commit),
                 on_source_done=self._source_done if relay is None else partial(relay, "done"))
             self.worker = Worker(self.pipeline, mode=self.settings.mode,
                                  on_source_event=self.notifications.on_source_event if relay is None
@@ -184,6 +190,8 @@ class Engine:
             self.worker.stop()
             if self.perception.vlm is not None:
                 self.perception.vlm.close()
+            if self.reminders is not None:
+                self.reminders.close()
             if self.semantic is not None:
                 self.semantic.stop(timeout=max(drain_s, 30.0))
             self.notifications.close(drain_s=drain_s)

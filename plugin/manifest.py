@@ -34,6 +34,7 @@ from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
 from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
 from plugin.acting.mqtt import MqttChannelConfig
+from plugin.acting.reminders.config import ProactiveConfig
 
 __all__ = [
     "Manifest",
@@ -276,6 +277,7 @@ class NotifyPolicyConfig(Strict):
     timezone: str | None = Field(None, description="IANA zone of quiet_hours; none = this machine's")
     event_gap_s: float = Field(60.0, ge=0, le=86400, description="matches closer than this are one event")
     attach_keyframe: bool = Field(True, description="attach the key frame (base64) to webhook payloads")
+    proactive: bool = Field(True, description="proactive reminders from memory on this camera (false = muted)")
 
 
 class NotificationsConfig(Strict):
@@ -383,6 +385,8 @@ class Manifest(Strict):
     rules: list[RuleConfig] = Field(default_factory=list, description="initial rules, added at start-up")
     semantic: SemanticConfig = Field(default_factory=SemanticConfig)
     qa: QAConfig | None = Field(None, description="QA agent model; none = memory_ask is unavailable")
+    proactive: ProactiveConfig = Field(default_factory=ProactiveConfig,
+                                       description="reminders spoken first, from memory, when what they concern is in view")
 
     def store_uri(self) -> str:
         """The store URI, with the default filled in and ``~`` expanded."""

@@ -150,7 +150,8 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
 
         with tool_errors("memory_note"):
             note = Note.model_validate({"text": text, "kind": kind, "time": time or _now_iso()})
-            trace = remember_notes(ctx.request_context.lifespan_context, [note])[0]
+            engine = ctx.request_context.lifespan_context
+            trace = remember_notes(engine.store, [note], engine)[0]
         result = NoteResult(id=trace.id, entity_ids=trace.entity_ids, objects=trace.objects)
         linked = ", ".join([*result.entity_ids, *result.objects]) or "nothing in memory yet"
         return structured(result, f"remembered {result.id} (linked to {linked})")

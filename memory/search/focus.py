@@ -2,8 +2,8 @@
 
 No text query and no embedding: a reminder must tie to what a camera sees, so a memory is a
 candidate only when it names a thing in focus exactly — a person by entity id (its links) or by a
-name or alias as written, a detector class by the words for it (``memory/focus_terms.py``), a word
-spoken or read by that word. Candidates are notes (``memory/notes.py``) and active facts about the
+name or alias as written, a detector class by the words for it (``memory/search/focus_terms.py``), a word
+spoken or read by that word. Candidates are notes (``memory/store/notes.py``) and active facts about the
 people in view; whether one is worth saying is the gate's decision, not this module's.
 
 Notes are kept in memory (:class:`FocusIndex`) and re-read when their number changes (checked at

@@ -926,7 +926,7 @@ class MemoryStore:
             clauses.append(f"camera_id = {sql_literal(camera)}")
         cols = list(Trace.model_fields)
         rows = self._scan("traces", " AND ".join(clauses) or None, columns=cols)
-        rows.sort(key=lambda r: (r["source"], r["t_start"], r["id"]))
+        rows.sort(key=lambda r: (r["source"], r["t_start"], r["wall_start"] or 0.0, r["id"]))  # notes: by time
         return [_model_from_row(Trace, r) for r in rows[offset:offset + limit]]
 
     def table_names(self) -> list[str]:

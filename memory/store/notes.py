@@ -5,7 +5,7 @@ its text. It is stored as a trace of the pseudo-camera :data:`NOTES_CAMERA` (sou
 :data:`NOTES_SOURCE`), so it is searchable like any segment (``memory_search``), opens with
 ``memory_get``, shows in the dashboard timeline, and is erased when an entity it names is
 forgotten. Its ``entity_ids`` link the people (names and aliases known to the store) and its
-``objects`` the detector classes it names, so what a camera sees reaches it (``memory/focus.py``).
+``objects`` the detector classes it names, so what a camera sees reaches it (``memory/search/focus.py``).
 
 The id derives from (user, time, kind, text): telling the same note twice stores it once.
 """

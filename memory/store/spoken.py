@@ -4,7 +4,7 @@ Table ``spoken`` (one row per evidence id and reminder, ids ``spk_<12 hex>``): t
 reminder's notification id and text, the camera and the wall time it was said. Rows survive
 restarts; the set is cached in memory and re-read when the table's version changes (another
 process said something). Forgetting an entity deletes the notes that name it and these rows with
-them (``memory/identity_ops.py``).
+them (``memory/identity/identity_ops.py``).
 """
 
 from __future__ import annotations

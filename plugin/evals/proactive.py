@@ -75,7 +75,7 @@ def cases_in(root: Path) -> list[Path]:
 def run_case(folder: Path, manifest: Any, embedder: Any = None, progress: Any = None) -> list[dict[str, Any]]:
     """Run one case in a fresh temporary store; returns its reminders (media second, text, evidence ids)."""
     from memory.store.notes import NoteError
-    from plugin.acting.reminders import PROACTIVE_RULE_ID
+    from plugin.acting.reminders.stage import PROACTIVE_RULE_ID
     from plugin.engine import Engine, Overrides
     from plugin.remember import remember_file
     from tools.entities import update_entity
@@ -86,12 +86,12 @@ def run_case(folder: Path, manifest: Any, embedder: Any = None, progress: Any = 
         with Engine.from_manifest(case_manifest, Overrides(embedder=embedder, deliver=False)) as engine:
             for photo in sorted((folder / "enrol").glob("*.jpg")) if (folder / "enrol").is_dir() else []:
                 with engine.identity.lock:
-                    update_entity(engine.store, "name", None, photo.stem, str(photo), None, None)
+                    update_entity(engine.store, "name", None, photo.stem.replace("_", " "), str(photo), None, None)
                 engine.identity_edited()
             history = folder / "history.jsonl"
             if history.is_file():
                 try:
-                    remember_file(engine, history)
+                    remember_file(engine.store, history, engine)
                 except NoteError as exc:
                     raise PluginError(f"case {folder.name}: {exc}") from None
             engine.ingest_file(folder / "clip.mp4", folder.name, progress=progress)

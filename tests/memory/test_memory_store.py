@@ -63,7 +63,7 @@ def test_a_version_6_store_gains_face_poses_and_keeps_its_slots(store_path: Path
         store.add_gallery_faces([slot.model_copy(update={"id": "gal_2", "turn": 1.4})])
         assert sorted(g.turn for g in store.face_gallery()) == [0.0, 1.4]
         meta = {r["key"]: r["value"] for r in store._db.open_table(META_TABLE).search().limit(None).to_list()}
-    assert meta["schema_version"] == str(SCHEMA_VERSION) == "10"
+    assert meta["schema_version"] == str(SCHEMA_VERSION) == "11"
 
 
 def test_using_a_closed_store_says_how_to_open_it(store_path: Path) -> None:

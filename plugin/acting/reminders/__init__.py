@@ -1,12 +1,8 @@
 """Proactive reminders: speak first, from memory, when what a memory concerns is in view.
 
-``focus`` (what a segment shows) → ``memory.focus`` (memories naming it) → :mod:`.gate` (one open,
-unsaid, actionable item or silence) → :mod:`.generator` (one short grounded reminder) → a
-notification. :class:`~plugin.acting.reminders.stage.ReminderStage` is the post-commit hook the
-engine composes.
+``stage.focus`` (what a segment shows) → ``memory.search.focus`` (memories naming it) → :mod:`.gate`
+(one open, unsaid, actionable item or silence) → :mod:`.generator` (one short grounded reminder) →
+a notification. :class:`~plugin.acting.reminders.stage.ReminderStage` is the post-commit hook the
+engine composes; :mod:`.config` is the manifest's ``proactive:`` section (imported by the manifest,
+so this package imports nothing at load).
 """
-
-from .config import ProactiveConfig
-from .stage import PROACTIVE_RULE_ID, ReminderStage
-
-__all__ = ["PROACTIVE_RULE_ID", "ProactiveConfig", "ReminderStage"]

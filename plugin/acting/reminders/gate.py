@@ -1,6 +1,6 @@
 """The gate: the candidates in focus → at most one actionable item, or silence.
 
-Deterministic scorer, per candidate memory (``memory/focus.py`` found it because it names something
+Deterministic scorer, per candidate memory (``memory/search/focus.py`` found it because it names something
 in view):
 
 * **match** — the open clause itself must name the thing in view (a person may also be named

@@ -5,9 +5,9 @@ get it), after the rule matcher:
 
 1. **focus** — the named people recognised in the segment, the detector classes seen with at least
    ``min_object_score``, and (when ``word_weight`` > 0) the words spoken or read;
-2. **retrieval** — memories that name them (``memory/focus.py``: notes, facts), no text query;
+2. **retrieval** — memories that name them (``memory/search/focus.py``: notes, facts), no text query;
 3. **gate** — at most one actionable item that ties to what is in view, is still open, and was not
-   said before (``gate.py``; already spoken: ``memory/spoken.py``, stored, survives restarts);
+   said before (``gate.py``; already spoken: ``memory/store/spoken.py``, stored, survives restarts);
 4. **generator** — one short reminder citing the memory ids (``generator.py``);
 5. **delivery** — a notification of rule ``rule_proactive`` through the notification service, so
    every channel, quiet hours, the camera policy (``notify_policy`` may mute reminders per camera)
@@ -37,7 +37,7 @@ from .cues import ACTION_VERBS, topic_words
 from .gate import GateSettings, Item, select
 from .generator import Generator
 
-__all__ = ["PROACTIVE", "ReminderStage"]
+__all__ = ["PROACTIVE", "PROACTIVE_RULE_ID", "ReminderStage", "reminder_stage"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,8 @@ class ReminderStage:
         self._last: dict[tuple[str, str], float] = {}
         #: (camera, UTC day) → reminders said
         self._today: dict[tuple[str, str], int] = {}
+        #: whether :meth:`close` closes the generator's client (one opened for this stage)
+        self._own_client = False
 
     # ------------------------------------------------------------------ the hook
 
@@ -101,7 +103,7 @@ class ReminderStage:
             names = tuple(n for n in [getattr(entity, "name", None), *getattr(entity, "aliases", [])] if n)
             if names:
                 people.append(FocusPerson(eid, names))
-        scores = getattr(write, "object_scores", {})
+        scores = write.object_scores
         labels = tuple(label for label in trace.objects if label != "person"
                        and scores.get(label, 1.0) >= self.config.min_object_score)
         words: frozenset[str] = frozenset()
@@ -124,13 +126,13 @@ class ReminderStage:
                 logger.info("reminder budget of %s reached today (%d)", camera, self.config.daily_budget)
                 return None
             policy = self.notifications.policy(camera)
-            if not getattr(policy, "proactive", True):
+            if not policy.proactive:
                 return None
             self._last[(camera, item.key)] = wall
         names = {p.entity_id: p.names[0] for p in focus.people if p.names}
         text, cited, how = self.generator.write(item, names)
         trace = write.trace
-        t = getattr(write, "seen_at", {}).get(item.key, trace.t_start) if not item.key.startswith("word:") else trace.t_start
+        t = write.seen_at.get(item.key, trace.t_start) if not item.key.startswith("word:") else trace.t_start
         t = min(max(t, trace.t_start), trace.t_end)
         keyframe = next((k.id for k in write.keyframes if item.key in k.entity_ids), None) \
             or (trace.keyframe_ids[0] if trace.keyframe_ids else "")
@@ -153,3 +155,27 @@ class ReminderStage:
                 self._today[(camera, day)] = self._today.get((camera, day), 0) + 1
         logger.info("reminder on %s at %.1fs (%s, %s): %s", camera, t, item.key, rec.decision, text)
         return rec
+
+    def close(self) -> None:
+        """Close the chat model's connections when this stage opened them."""
+        if self._own_client and self.generator.client is not None:
+            self.generator.client.close()
+
+
+def reminder_stage(manifest: Any, store: Any, notifications: Any, identity: Any, vlm: Any = None) -> ReminderStage:
+    """The stage the manifest asks for: its ``proactive:`` settings, and the chat model that writes
+    reminders — the VLM client when ``vlm:`` is set, else one for ``qa:``'s model, else none (the template)."""
+    config = manifest.proactive
+    client, own = None, False
+    if config.generator == "auto":
+        if vlm is not None:
+            client = vlm
+        elif manifest.qa is not None:
+            from perception.describe.vlm import VLMClient
+
+            qa = manifest.qa
+            client, own = VLMClient(base_url=qa.base_url, model=qa.model, api_key=qa.api_key.get_secret_value(),
+                                    timeout_s=qa.timeout_s, max_attempts=2), True
+    stage = ReminderStage(store, notifications, config, identity=identity, generator=Generator(client))
+    stage._own_client = own
+    return stage
