@@ -76,14 +76,12 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         limit: Annotated[int, Field(ge=1, le=50, description="hits per page")] = 10,
         offset: Annotated[int, Field(ge=0, le=10_000, description="skip this many hits (paging)")] = 0,
     ) -> Annotated[CallToolResult, SearchResults]:
-        """Search the long-term memory of what the cameras saw and heard.
+        """Search the long-term memory of what the cameras saw and heard (and notes from memory_note).
 
-        Ask in plain words. Names of people (as named with entity_update), times ("yesterday", "this
-        morning", "last Tuesday at 3 pm", "the first time"), camera names, objects and counts ("two
-        people") in the query are understood and used as filters or to rank; `understood` says how the
-        query was read. Scores are 0–1 (1 = every part of the question is answered); each hit says
-        why it matched (field, entity, words). Open a hit with memory_get (neighbours and entities) or
-        memory_visual_evidence (the images).
+        Ask in plain words: names (see entity_update), times ("yesterday", "last Tuesday at 3 pm", "the
+        first time"), cameras, objects and counts ("two people") are understood; `understood` says how.
+        Scores are 0–1 (1 = the whole question answered), with why each hit matched. Open a hit with
+        memory_get (neighbours, entities) or memory_visual_evidence (the images).
         """
         if not query.strip():
             raise ToolError("query is empty; describe what to look for, e.g. 'person at the piano', a name, "
