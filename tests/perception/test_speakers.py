@@ -126,10 +126,15 @@ def test_transcripts_carry_the_speaker_tied_to_the_face_on_screen(dialogue: Path
     b = next(t for t in spoken if 3.0 <= t.t_start < 6.0)
     a_again = next(t for t in spoken if t.t_start >= 6.0)
     assert a_first.speakers == a_again.speakers != b.speakers
-    assert "now" in b.transcript.lower() and "now" in a_again.transcript.lower()  # "bin red by k seven now", …
-    # each sentence stays whole in one segment, its first word included ("bin blue at f two now")
-    assert "blue" in a_first.transcript.lower() and "now" in a_first.transcript.lower()
-    assert "by k" in b.transcript.lower()
+    # Only words tiny.en hears with a margin (word probability >= 0.95 here, stable when the audio is
+    # shifted and dithered): "bin blue" comes out as "bimblue", "bimblu" or "bimbleu" depending on the
+    # CPU's int8 kernels and "k seven" as "K7" or "case 7", so neither is asserted.
+    for t in (a_first, b, a_again):
+        assert "now" in t.transcript.lower(), t.transcript
+    assert "by" in b.transcript.lower().split(), b.transcript
+    # each sentence lies whole inside the segment that carries it (reference turns: A 0.99-2.14 s, B 3.52-5.12 s)
+    assert a_first.t_start <= 0.99 + 0.1 and a_first.t_end >= 2.14
+    assert b.t_start <= 3.52 + 0.1 and b.t_end >= 5.12
     assert {v.entity_id for v in voices} == {a_first.speakers[0], b.speakers[0]}
 
 
