@@ -37,7 +37,8 @@ from typing import Any
 
 from memory import HashEmbedder, MemoryStore, MiniLMEmbedder, OpenAIEmbedder
 from memory.embedders import Embedder
-from memory.models import SegmentWrite
+from memory.models import SegmentWrite, Trace
+from memory.store.notes import Note, write_notes
 from perception.describe.context import (
     ContextBuilder,
     PerceptionRuntime,
@@ -271,6 +272,14 @@ class Engine:
     def source_event(self, camera_id: str, state: str, detail: str = "") -> None:
         """A relayed worker's live source went ``offline`` or came back ``online``."""
         self.notifications.on_source_event(camera_id, state, detail)
+
+    def remember(self, notes: Sequence[Note]) -> list[Trace]:
+        """Store notes (``memory_note``, ``remember``): linked to known people and this detector's classes;
+        the reminder stage reads them at its next segment."""
+        traces = write_notes(self.store, notes, labels=self.notifications.labels or None)
+        if self.reminders is not None:
+            self.reminders.index.invalidate()
+        return traces
 
     def identity_edited(self) -> None:
         """An identity edit (name, enrol, merge, split, forget) was committed: running captures see it now."""

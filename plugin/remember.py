@@ -1,9 +1,9 @@
-"""Telling memory things: ``reflectworld remember FILE.jsonl`` and the ``memory_note`` tool share this code.
+"""Telling memory a history: ``reflectworld remember FILE.jsonl`` (and ``eval proactive``'s cases).
 
 Each note (``{"time": ISO-8601, "kind": "V"|"C", "text": "…"}``) becomes episodic memory through
 :func:`memory.store.notes.write_notes`: searchable, in the dashboard timeline, linked to the people and
-object classes it names, erased with an entity it names. The proactive stage reads notes on its
-next segment.
+object classes it names, erased with an entity it names. With a running engine the notes go through
+:meth:`~plugin.engine.Engine.remember`, as ``memory_note``'s do.
 """
 
 from __future__ import annotations
@@ -12,23 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from memory.models import Trace
-from memory.store.notes import Note, NoteError, parse_notes, write_notes
+from memory.store.notes import NoteError, parse_notes, write_notes
 
-__all__ = ["remember_file", "remember_notes"]
+__all__ = ["remember_file"]
 
 #: largest history file `remember` reads
 MAX_FILE_BYTES = 64 * 1024 * 1024
-
-
-def remember_notes(store: Any, notes: list[Note], engine: Any = None) -> list[Trace]:
-    """Store ``notes``; with the running ``engine``, its detector's classes link them and its
-    reminder stage sees them on its next segment."""
-    labels = getattr(getattr(engine, "notifications", None), "labels", None) or None
-    traces = write_notes(store, notes, labels=labels)
-    reminders = getattr(engine, "reminders", None)
-    if reminders is not None:
-        reminders.index.invalidate()
-    return traces
 
 
 def remember_file(store: Any, path: Path, engine: Any = None) -> list[Trace]:
@@ -39,4 +28,4 @@ def remember_file(store: Any, path: Path, engine: Any = None) -> list[Trace]:
         raise NoteError(f"{path} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; split it")
     with path.open(encoding="utf-8") as f:
         notes = parse_notes(f, origin=path.name)
-    return remember_notes(store, notes, engine)
+    return engine.remember(notes) if engine is not None else write_notes(store, notes)

@@ -144,12 +144,10 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
     ) -> Annotated[CallToolResult, NoteResult]:
         """Remember what the user said or saw; reminded of when who or what it names is in view."""
         from memory.store.notes import Note
-        from plugin.remember import remember_notes
 
         with tool_errors("memory_note"):
             note = Note.model_validate({"text": text, "kind": kind, "time": time or _now_iso()})
-            engine = ctx.request_context.lifespan_context
-            trace = remember_notes(engine.store, [note], engine)[0]
+            trace = ctx.request_context.lifespan_context.remember([note])[0]
         result = NoteResult(id=trace.id, entity_ids=trace.entity_ids, objects=trace.objects)
         linked = ", ".join([*result.entity_ids, *result.objects]) or "nothing in memory yet"
         return structured(result, f"remembered {result.id} (linked to {linked})")
