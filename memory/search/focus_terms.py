@@ -81,15 +81,16 @@ def name_pattern(name: str) -> re.Pattern[str] | None:
     """The pattern of a person's name as written in text (``Kit``, ``Kit's``); None for an unusable name.
 
     A capitalised name must be written capitalised; a name of more than one word also matches its
-    first word when that word is at least three letters long ("Lin-Manuel Miranda" → "Lin-Manuel").
+    first and last words of three letters or more ("Lin-Manuel Miranda" → "Lin-Manuel", "Miranda").
     """
     name = " ".join(name.split())
     if len(name) < 2:
         return None
     variants = {name}
-    first = name.split(" ")[0]
-    if " " in name and len(first) >= 3:
-        variants.add(first)
+    parts = name.split(" ")
+    for part in (parts[0], parts[-1]) if len(parts) > 1 else ():
+        if len(part) >= 3 and part[:1].isupper():
+            variants.add(part)
     flags = 0 if name[:1].isupper() else re.IGNORECASE
     body = "|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True))
     return re.compile(rf"(?<![\w-])(?:{body})(?![\w-])", flags)

@@ -21,6 +21,7 @@ def note(i: int, text: str, keys: tuple[str, ...] = ("person_0001",), days: floa
     "Kit watched a match on Sunday.", "Kit had to leave early.", "Kit needed help with the boxes yesterday.",
     "Kit must have been tired.", "Kit is going to Paris next week.", "Kit said the charger he bought works well.",
     "Kit talked about the weather.", "Kit is a careful driver.", "Kit wanted to watch the film.",
+    "Kit will turn 40 next week.", "Kit will get married in June.", "Kit was fixing his bike in the garage.",
 ])
 def test_a_mere_mention_is_never_a_reminder(text: str) -> None:
     assert select([note(1, text)], KIT, set(), now=1_000 * DAY) is None
@@ -31,6 +32,8 @@ def test_a_mere_mention_is_never_a_reminder(text: str) -> None:
     "Kit has to return the charger by Friday.", "Remind Kit to return the charger.",
     "Kit owes you the charger.", "I lent Kit my charger.", "Kit borrowed the charger.",
     "Kit said he would give the charger back.", "Don't forget: Kit needs to return the charger.",
+    "Kit hasn't returned the charger yet.", "Kit still has your charger.", "Kit is bringing the charger on Sunday.",
+    "Kit came by last week. Ask him for the charger back.", "Kit's birthday is on Friday - wrap the charger for him.",
 ])
 def test_a_promise_obligation_or_loan_about_the_person_in_view_passes(text: str) -> None:
     item = select([note(1, text)], KIT, set(), now=1_000 * DAY)

@@ -18,22 +18,32 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["Clause", "clauses", "topic_words"]
+__all__ = ["ACTION_VERBS", "COMMON", "VERB_WORDS", "Clause", "clauses", "topic_words"]
 
-#: verbs of something to do (base forms); a modal, promise or plan cue must lead to one of them
+#: verbs (and phrasal verbs) of something to do, base forms; a modal, promise or plan cue must lead to
+#: one of them. Verbs that mostly tell of plans with nothing for anyone to act on (visit, meet, turn,
+#: finish, wear, get) are left out.
 ACTION_VERBS = (
-    "bring", "buy", "take", "return", "give", "avoid", "fix", "charge", "recharge", "feed", "water", "pick",
-    "drop", "pay", "call", "phone", "ring", "clean", "refill", "replace", "repair", "wash", "send", "post", "mail",
-    "book", "renew", "cancel", "check", "lock", "unlock", "unplug", "plug", "borrow", "lend", "collect", "deliver",
-    "walk", "bathe", "brush", "groom", "vaccinate", "restock", "order", "get", "grab", "fetch", "sign", "finish",
-    "prepare", "bake", "cook", "empty", "throw", "recycle", "switch", "turn", "close", "shut", "open", "pack",
-    "wear", "visit", "meet", "text", "email", "write", "remind", "tell", "ask", "move", "put", "keep", "store",
-    "hide", "service", "top", "install", "update", "change", "swap", "refund", "sell", "share", "show", "help",
-    "drive", "ship", "hand", "leave", "remove", "mend", "sew", "iron", "fill", "inflate", "pump", "tidy", "sort",
-    "register", "apply", "schedule", "confirm", "reply", "answer", "settle", "repay", "reimburse", "vacuum", "mow",
-    "trim", "cut", "medicate", "dose", "dry", "defrost", "label", "mark", "test", "try", "look",
+    "bring", "buy", "take", "return", "give", "avoid", "fix", "charge", "recharge", "feed", "water", "pick up",
+    "drop off", "pay", "call", "phone", "ring", "clean", "refill", "replace", "repair", "wash", "send", "post", "mail",
+    "book", "renew", "cancel", "check", "lock", "unlock", "unplug", "plug in", "borrow", "lend", "collect", "deliver",
+    "walk the", "bathe", "brush", "groom", "vaccinate", "restock", "order", "grab", "fetch", "sign", "prepare",
+    "bake", "cook", "empty", "throw away", "throw out", "recycle", "switch off", "switch on", "turn off", "turn on",
+    "pack", "remind", "store", "hide", "service", "top up", "install", "update", "swap", "refund", "sell", "ship",
+    "hand in", "hand over", "hand back", "remove", "mend", "sew", "iron", "fill", "inflate", "pump", "tidy",
+    "register", "apply", "schedule", "confirm", "reply", "settle", "repay", "reimburse", "vacuum", "mow", "trim",
+    "medicate", "dose", "defrost", "look after", "take care", "keep away", "keep the", "put away", "put back",
 )
-_ACTION = "(?:" + "|".join(ACTION_VERBS) + ")"
+_ACTION = "(?:" + "|".join(v.replace(" ", r"\s+") for v in ACTION_VERBS) + ")"
+_ING = {"bring": "bringing", "buy": "buying", "take": "taking", "return": "returning", "give": "giving",
+        "fix": "fixing", "pay": "paying", "pick up": "picking up", "drop off": "dropping off", "lend": "lending",
+        "collect": "collecting", "deliver": "delivering", "send": "sending", "repair": "repairing",
+        "replace": "replacing", "book": "booking", "order": "ordering", "bake": "baking", "cook": "cooking"}
+#: a progressive with a time ahead: "Kit is bringing the cake on Saturday"
+_PLANNED = re.compile(r"\b(?:is|are|am|'s|'re|'m)\s+(?:\w+\s+)?(?:" + "|".join(v.replace(" ", r"\s+") for v in _ING.values())
+                      + r")\b.*\b(?:tomorrow|tonight|later|soon|next|on (?:monday|tuesday|wednesday|thursday|"
+                      r"friday|saturday|sunday)|this (?:week|weekend|evening|afternoon|morning)|by (?:friday|monday|"
+                      r"the end))\b")
 
 #: a modal, promise, plan or request followed (within three words) by an action verb
 _LEADS_TO_ACTION = re.compile(
@@ -54,10 +64,20 @@ _OPEN_ALONE = re.compile(
     r"out of (?:stock|batter(?:y|ies)|food|milk|ink)|ran out|running (?:low|out)|low on|almost empty|"
     r"is empty|are empty|broken|is leaking|leaks|cracked|flat (?:tyre|tire|battery)|battery is (?:low|dead)|"
     r"batteries (?:are )?(?:low|dead)|expires?|expired|expiring|reminder|remind me|"
-    r"to-do|todo|on loan|lent|borrowed)\b")
+    r"to-do|todo|on loan|lent|borrowed|asked (?:if|whether|for)|wants? (?:\w+ ){0,3}back|needs? (?:\w+ ){0,3}back|"
+    r"still (?:has|have|owes?|hasn't|haven't|needs?)|(?:has to|have to|needs? to|must|should|ought to) go|"
+    r"forgot (?:his|her|their|the|a|an|my|your)|left (?:his|her|their|my|your) \w+(?: \w+)? (?:here|behind|at|in|with))\b")
+#: a completion denied: "hasn't returned the drill yet" is still open
+_NOT_DONE = re.compile(r"\b(?:hasn't|haven't|hadn't|has not|have not|didn't|did not|never|not yet|yet to|still not)\s+"
+                       r"(?:\w+\s+){0,2}?(?:been\s+)?(?:returned|given|brought|paid|fixed|repaired|replaced|charged|fed|"
+                       r"bought|picked|collected|sent|cleaned|return|give|bring|pay|fix|repair|replace|charge|feed|buy|"
+                       r"pick|collect|send|clean)\b|\bnot yet\b|\byet to\b")
+#: verbs that make an imperative at the start of a clause, beside the action verbs ("Ask him for it back")
+IMPERATIVE_VERBS = ("ask", "tell", "get", "put", "wrap", "show", "leave", "move", "keep", "change", "make", "find",
+                    "write", "text", "email", "invite", "thank", "congratulate", "wish", "give")
 #: a clause that opens with an action verb (an imperative: "Take the cup back", "Please feed the cat")
 _IMPERATIVE = re.compile(rf"^(?:(?:ok|okay|oh|and|so|but|also|then)\W+)?(?:please\s+)?(?:don't\s+|do not\s+|"
-                         rf"never\s+)?{_ACTION}\b")
+                         rf"never\s+)?(?:{_ACTION}|{'|'.join(IMPERATIVE_VERBS)})\b")
 #: the loop is closed: done, or no longer needed
 _DONE = re.compile(
     r"\b(?:already|no longer|not any ?more|doesn't need|don't need|didn't need|no need|never mind|"
@@ -88,6 +108,12 @@ let lets get got give gave take took bring brought buy bought return returned
 """.split())
 
 
+#: words that are capitalised only at the start of a sentence or as days and months (not names)
+COMMON = _NOT_TOPIC | frozenset("""
+january february march april may june july august september october november december note remember
+""".split())
+
+
 @dataclass(frozen=True)
 class Clause:
     """One clause of a memory: its words as written, whether it is an open loop or closes one."""
@@ -113,7 +139,8 @@ def clauses(text: str) -> tuple[Clause, ...]:
             continue
         lower = part.lower()
         negated = _NEGATED.search(lower) is not None
-        led = not negated and _LEADS_TO_ACTION.search(lower) is not None
+        pending = _NOT_DONE.search(lower) is not None
+        led = not negated and (pending or _LEADS_TO_ACTION.search(lower) is not None or _PLANNED.search(lower) is not None)
         closed = negated or (not led and _DONE.search(lower) is not None)
         imperative = _IMPERATIVE.search(lower) is not None
         alone = _OPEN_ALONE.search(lower) is not None
@@ -136,10 +163,13 @@ def topic_words(clause: str) -> frozenset[str]:
         if not w or w[0].isupper():
             continue
         w = w.lower()
-        if w in _NOT_TOPIC or w in ACTION_VERBS or len(w) < 3:
+        if w in _NOT_TOPIC or w in VERB_WORDS or len(w) < 3:
             continue
         out.add(_stem(w))
     return frozenset(out)
+
+
+VERB_WORDS = frozenset(w for v in ACTION_VERBS for w in v.split() if w not in ("the",)) | frozenset(_ING.values())
 
 
 def _stem(w: str) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from memory.search.focus import Candidate, Focus
 from memory.search.focus_terms import mentions_label, mentions_name
 
-from .cues import Clause, clauses, topic_words
+from .cues import COMMON, VERB_WORDS, Clause, clauses, topic_words
 
 __all__ = ["GateSettings", "Item", "select"]
 
@@ -71,9 +71,26 @@ def _ties(clause: Clause, note_text: str, key: str, focus: Focus) -> float:
         names = list(person.names)
         if names and mentions_name(clause.text, names):
             return 1.0
-        named_in_note = not names or mentions_name(note_text, names)
-        return 1.0 if named_in_note and _PRONOUN.search(clause.text) else 0.0
+        if names and not mentions_name(note_text, names):
+            return 0.0  # linked by id only: the text never names them here
+        # named elsewhere in the memory: the clause speaks of them (I/he/she/they) or of no one else
+        return 1.0 if _PRONOUN.search(clause.text) or not _other_names(clause.text, names) else 0.0
     return 1.0 if mentions_label(clause.text, key) else 0.0
+
+
+_CAPITALISED = re.compile(r"\b[A-Z][a-z][\w'-]*")
+
+
+def _other_names(text: str, names: Sequence[str]) -> list[str]:
+    """Capitalised words of a clause that are not ``names`` nor ordinary words (a sentence's first word,
+    days, months): the other people it speaks of."""
+    own = {w for n in names for w in re.split(r"[\s-]+", n)}
+    out = []
+    for w in _CAPITALISED.findall(text):
+        base = w.split("'")[0]
+        if base not in own and base.lower() not in COMMON and base.lower() not in VERB_WORDS:
+            out.append(base)
+    return out
 
 
 def _open_items(cand: Candidate, focus: Focus, settings: GateSettings) -> list[tuple[Clause, str, float]]:

@@ -33,7 +33,7 @@ from memory.store.spoken import SpokenMemory
 from perception.rules.matcher import RuleSignal
 
 from .config import ProactiveConfig
-from .cues import ACTION_VERBS, topic_words
+from .cues import VERB_WORDS, topic_words
 from .gate import GateSettings, Item, select
 from .generator import Generator
 
@@ -110,7 +110,7 @@ class ReminderStage:
         if self.config.word_weight > 0:
             said = re.sub(r"\b(?:person|object|voice)_\d+:", " ", trace.transcript or "")
             words = frozenset(w for w in topic_words(f"{said} {trace.ocr_text}".lower())
-                              if len(w) >= MIN_WORD and w not in ACTION_VERBS)
+                              if len(w) >= MIN_WORD and w not in VERB_WORDS)
         return Focus(people=tuple(people), labels=labels, words=words)
 
     # ------------------------------------------------------------------ saying it
