@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client
 
@@ -17,6 +18,7 @@ from plugin.manifest import load_manifest
 from plugin.server import create_server
 from tests.conftest import write_manifest
 from tests.perception.fake_vlm_server import FakeVLMServer, prompt_text
+from tests.plugin.test_transports import free_port, http_server
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "proactive" / "tuning"
 #: perception for these clips: no speech or text models (the clips are silent and hold no writing)
@@ -82,7 +84,8 @@ def test_remember_and_memory_note_store_searchable_notes_that_forget_erases(tmp_
     assert any("Sam fed" in t for t in texts), texts  # a note that does not name the forgotten stays
 
 
-def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_repeat(tmp_path: Path) -> None:
+def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_repeat(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
     clip = CASES / "kit_charger_pos" / "clip.mp4"
     manifest = write_manifest(tmp_path, perception=QUICK, access={"roots": [str(CASES)]})
 
@@ -110,6 +113,14 @@ def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_rep
     assert reminder["evidence"] and all(e.startswith("trc_") for e in reminder["evidence"])
     again = anyio.run(capture, "porch", False)  # a new process, the same memory: already said
     assert [n["id"] for n in again] == [reminder["id"]]
+
+    port = free_port()  # the dashboard shows the reminder with the memory it came from, and the notes
+    with http_server(manifest, port, clean_env, tmp_path / "serve.log"):
+        feed = httpx.get(f"http://127.0.0.1:{port}/notifications?sent=1", headers={"HX-Request": "true"}).text
+        notes = httpx.get(f"http://127.0.0.1:{port}/timeline?camera=notes", headers={"HX-Request": "true"}).text
+    evidence = reminder["evidence"][0]
+    assert "charger" in feed and f'href="/moments/{evidence}"' in feed and "next time he visits" in feed
+    assert "next time he visits" in notes and "watched the match" in notes
 
 
 def test_a_configured_chat_model_writes_the_reminder_and_an_invented_citation_falls_back(tmp_path: Path) -> None:
