@@ -61,7 +61,9 @@ def template(item: Item, names: dict[str, str]) -> str:
     who = subject(item, names)
     here = f"{who} is here" if item.key in names else f"{who[0].upper()}{who[1:]} is in view"
     when = _WHEN.get(cand.kind, "noted") if cand.level == "note" else "known since"
-    return _clip(f"{here}. {when.capitalize()} {_date(cand.wall)}: {words.rstrip('.')}.")
+    words = words.strip()
+    end = "" if words[-1:] in ".!?\"”" else "."
+    return _clip(f"{here}. {when.capitalize()} {_date(cand.wall)}: {words}{end}")
 
 
 def _clip(text: str) -> str:

@@ -71,6 +71,9 @@ class ReminderStage:
         self._today: dict[tuple[str, str], int] = {}
         #: whether :meth:`close` closes the generator's client (one opened for this stage)
         self._own_client = False
+        #: CPU seconds this stage spent (on the committing threads) and segments it looked at
+        self.cpu_s = 0.0
+        self.segments = 0
 
     # ------------------------------------------------------------------ the hook
 
@@ -78,6 +81,15 @@ class ReminderStage:
         """Remind of at most one memory about what this segment shows; returns the decision or None."""
         if write.enrichment or not self.config.on(write.camera_id):
             return None
+        start = time.thread_time()
+        try:
+            return self._on_commit(write)
+        finally:
+            with self._lock:
+                self.cpu_s += time.thread_time() - start
+                self.segments += 1
+
+    def _on_commit(self, write: SegmentWrite) -> Any:
         focus = self.focus(write)
         if focus.empty():
             return None
