@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 
 from plugin.cli import main
+from plugin.engine import open_store
 from plugin.manifest import load_manifest
 from plugin.server import create_server
 from tests.conftest import write_manifest
@@ -87,9 +88,10 @@ def test_remember_and_memory_note_store_searchable_notes_that_forget_erases(tmp_
 def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_repeat(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     clip = CASES / "kit_charger_pos" / "clip.mp4"
-    manifest = write_manifest(tmp_path, perception=QUICK, access={"roots": [str(CASES)]})
+    manifest = write_manifest(tmp_path, perception=QUICK, access={"roots": [str(CASES), str(tmp_path)]})
 
     async def capture(camera: str, tell: bool) -> list[dict[str, Any]]:
+        source = shutil.copy(clip, tmp_path / f"{camera}.mp4")  # a file of its own: not resumed from another
         async with Client(create_server(load_manifest(manifest))) as client:
             if tell:
                 await client.call_tool("entity_update", {
@@ -97,7 +99,7 @@ def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_rep
                 await client.call_tool("memory_note", {"text": PROMISE, "time": "2026-03-01T18:00:00Z"})
                 await client.call_tool("memory_note", {"text": "Kit watched the match with us.",
                                                        "time": "2026-03-05T18:00:00Z"})
-            started = await client.call_tool("capture_start", {"source": str(clip), "camera_id": camera})
+            started = await client.call_tool("capture_start", {"source": str(source), "camera_id": camera})
             assert not started.is_error, started.content
             with anyio.fail_after(240):
                 while (await client.call_tool("capture_status", {"camera_id": camera})).structured_content[
@@ -113,6 +115,12 @@ def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_rep
     assert reminder["evidence"] and all(e.startswith("trc_") for e in reminder["evidence"])
     again = anyio.run(capture, "porch", False)  # a new process, the same memory: already said
     assert [n["id"] for n in again] == [reminder["id"]]
+    store = open_store(load_manifest(manifest))
+    try:  # the porch clip was analysed (Kit recognised there too), and the reminder held back
+        porch = [t for t in store.timeline(camera="porch") if t.entity_ids]
+    finally:
+        store.close()
+    assert porch, "the second capture analysed nothing"
 
     port = free_port()  # the dashboard shows the reminder with the memory it came from, and the notes
     with http_server(manifest, port, clean_env, tmp_path / "serve.log"):
@@ -121,6 +129,34 @@ def test_serve_capture_and_poll_deliver_one_reminder_that_a_restart_does_not_rep
     evidence = reminder["evidence"][0]
     assert "charger" in feed and f'href="/moments/{evidence}"' in feed and "next time he visits" in feed
     assert "next time he visits" in notes and "watched the match" in notes
+
+
+def test_a_camera_switched_off_or_muted_by_notify_policy_stays_silent(tmp_path: Path) -> None:
+    clip = CASES / "kit_charger_pos" / "clip.mp4"
+    manifest = write_manifest(tmp_path, perception=QUICK, access={"roots": [str(CASES), str(tmp_path)]},
+                              proactive={"cameras": {"garage": False}})
+
+    async def scenario() -> dict[str, list[str]]:
+        async with Client(create_server(load_manifest(manifest))) as client:
+            await client.call_tool("entity_update", {
+                "action": "name", "name": "Kit", "image_path": str(clip.parent / "enrol" / "Kit.jpg")})
+            await client.call_tool("memory_note", {"text": PROMISE, "time": "2026-03-01T18:00:00Z"})
+            muted = await client.call_tool("notify_policy", {"camera": "hall", "reminders": False})
+            assert "reminders from memory muted" in muted.content[0].text  # type: ignore[union-attr]
+            for camera in ("garage", "hall", "kitchen"):
+                source = shutil.copy(clip, tmp_path / f"{camera}.mp4")
+                await client.call_tool("capture_start", {"source": str(source), "camera_id": camera})
+                with anyio.fail_after(240):
+                    while (await client.call_tool("capture_status", {"camera_id": camera})).structured_content[
+                            "captures"][0]["state"] != "done":  # type: ignore[index]
+                        await anyio.sleep(0.2)
+            polled = await client.call_tool("notify_poll", {"since": 0})
+            out: dict[str, list[str]] = {}
+            for n in polled.structured_content["notifications"]:  # type: ignore[index]
+                out.setdefault(n["camera_id"], []).append(n["rule_id"])
+            return out
+
+    assert anyio.run(scenario) == {"kitchen": ["rule_proactive"]}
 
 
 def test_a_configured_chat_model_writes_the_reminder_and_an_invented_citation_falls_back(tmp_path: Path) -> None:
