@@ -69,6 +69,13 @@ def test_the_open_clause_itself_must_name_what_is_in_view() -> None:
                   now=1_000 * DAY) is None
 
 
+def test_the_memory_naming_the_thing_is_said_and_a_later_one_referring_back_joins_it() -> None:
+    borrowed = note(1, "Kit took your charger home.", days=20)
+    later = note(2, "Kit said he'd return it on Monday.", days=3)
+    item = select([borrowed, later], KIT, set(), now=1_000 * DAY)
+    assert item is not None and item.candidate.id == borrowed.id and item.evidence_ids == [borrowed.id, later.id]
+
+
 def test_memories_on_the_same_topic_are_one_item_citing_all_of_them() -> None:
     first = note(1, "Kit promised to bring back the charger.", days=20)
     second = note(2, "Kit said again he will bring the charger back.", days=3)

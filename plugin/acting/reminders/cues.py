@@ -64,7 +64,10 @@ _OPEN_ALONE = re.compile(
     r"out of (?:stock|batter(?:y|ies)|food|milk|ink)|ran out|running (?:low|out)|low on|almost empty|"
     r"is empty|are empty|broken|is leaking|leaks|cracked|flat (?:tyre|tire|battery)|battery is (?:low|dead)|"
     r"batteries (?:are )?(?:low|dead)|expires?|expired|expiring|reminder|remind me|"
-    r"to-do|todo|on loan|lent|borrowed|asked (?:if|whether|for)|wants? (?:\w+ ){0,3}back|needs? (?:\w+ ){0,3}back|"
+    r"to-do|todo|on loan|lent|borrowed|(?:took|taken|kept|keeps|grabbed|packed|has|have) (?:your|my|our) "
+    r"(?!advice|word|time|sense|breath|seat|turn|side|place|point|attention|number|photo|picture|hand)\w+|"
+    r"(?:said|says|told(?: \w+)?|asked(?: \w+)?) not to|"
+    r"asked (?:if|whether|for)|wants? (?:\w+ ){0,3}back|needs? (?:\w+ ){0,3}back|"
     r"still (?:has|have|owes?|hasn't|haven't|needs?)|(?:has to|have to|needs? to|must|should|ought to) go|"
     r"forgot (?:his|her|their|the|a|an|my|your)|left (?:his|her|their|my|your) \w+(?: \w+)? (?:here|behind|at|in|with))\b")
 #: a completion denied: "hasn't returned the drill yet" is still open
@@ -88,7 +91,7 @@ _DONE = re.compile(
     r"was fed|were fed|fed (?:the|her|his|it|them)|watered|walked (?:the|her|his)|vaccinated|called off|"
     r"sent (?:it|them|the)|posted|mailed|booked|locked (?:the|it|up)|unplugged)\b")
 #: the need is gone ("no need to buy milk", "Kit won't bring it")
-_NEGATED = re.compile(r"\b(?:don't|doesn't|didn't|do not|does not|no) need\b|\bno longer\b|\bnever mind\b|"
+_NEGATED = re.compile(r"\b(?:don't|doesn't|didn't|do not|does not|no) need\b|\bneeds? no\b|\bno longer\b|\bnever mind\b|"
                       r"\bnot (?:going|planning|supposed) to\b|\bwon't\b|\bwill not\b|\bnot any ?more\b")
 _SPLIT = re.compile(r"(?<=[.!?;])\s+|\s*[;:]\s+|,\s+(?:and|but|so|then|while|although|though)\s+|"
                     r"\s+(?:but|and then|although|though|whereas)\s+|\s+and\s+(?=(?:he|she|they|i|we|you)\b)|"
@@ -159,7 +162,7 @@ def topic_words(clause: str) -> frozenset[str]:
     """
     out = set()
     for w in re.findall(r"[A-Za-z][A-Za-z'-]{2,}", clause.replace("\u2019", "'")):
-        w = w.strip("'-")
+        w = w.strip("'-").split("'")[0]  # "he'd" → he, "charger's" → charger
         if not w or w[0].isupper():
             continue
         w = w.lower()

@@ -149,8 +149,11 @@ def select(candidates: Sequence[Candidate], focus: Focus, spoken: Collection[str
     passing = [i for i in fresh if i.score >= settings.min_score]
     if not passing:
         return None
-    best = max(passing, key=lambda i: (ranked(i), i.candidate.wall, i.candidate.id))
-    same = [i for i in items if i.key == best.key and (i.topic & best.topic or i.candidate.id == best.candidate.id)]
+    # a memory that names the thing to act on ("Kit borrowed your charger") before one that only
+    # refers back to it ("he'll return it on Monday"); among those, the best score, then the newest
+    best = max(passing, key=lambda i: (bool(i.topic), ranked(i), i.candidate.wall, i.candidate.id))
+    same = [i for i in items if i.key == best.key
+            and (i.topic & best.topic or not i.topic or i.candidate.id == best.candidate.id)]
     evidence = tuple(dict.fromkeys(i.candidate for i in sorted(same, key=lambda i: (i.candidate.wall, i.candidate.id))))
     return Item(candidate=best.candidate, clause=best.clause, key=best.key, score=round(ranked(best), 4),
                 topic=best.topic, evidence=evidence)
