@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from memory.models import Entity, QueryUnderstanding, SearchHit
 from tools.errors import tool_errors
@@ -145,8 +145,14 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         """Remember what the user said or saw; reminded of when who or what it names is in view."""
         from memory.store.notes import Note
 
-        with tool_errors("memory_note"):
+        try:
             note = Note.model_validate({"text": text, "kind": kind, "time": time or _now_iso()})
+        except ValidationError as exc:
+            where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "note"
+            hint = "give it as ISO-8601, e.g. 2026-03-01T18:00:00Z, or omit it for now" if where == "time" \
+                else "say in words what to remember"
+            raise ToolError(f"{where}: {exc.errors()[0]['msg']}; {hint}") from None
+        with tool_errors("memory_note"):
             trace = ctx.request_context.lifespan_context.remember([note])[0]
         result = NoteResult(id=trace.id, entity_ids=trace.entity_ids, objects=trace.objects)
         linked = ", ".join([*result.entity_ids, *result.objects]) or "nothing in memory yet"
