@@ -4,7 +4,7 @@ Each case is a sub-folder of CASES_DIR::
 
     history.jsonl   one JSON object a line, oldest first: {"time": ISO-8601, "kind": "V"|"C", "text": "…"}
     clip.mp4        the present
-    enrol/<Name>.jpg  optional: photos enrolled under that name before the clip
+    enrol/<Name>.jpg  optional: photos enrolled under that name before the clip (.jpeg and .png too)
     labels.json     {"trigger": [start_s, end_s] | null, "evidence": "<word the reminder must contain>" | null}
 
 A case runs in its own fresh store through the shipped path: the photos are enrolled by
@@ -36,6 +36,9 @@ from plugin.errors import PluginError
 __all__ = ["CaseLabels", "add_parser", "evaluate", "run_case", "score"]
 
 logger = logging.getLogger(__name__)
+
+#: photos a case's ``enrol/`` folder may hold (the file name without suffix is the name enrolled)
+PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
 class CaseLabels(BaseModel):
@@ -84,7 +87,9 @@ def run_case(folder: Path, manifest: Any, embedder: Any = None, progress: Any = 
         memory = manifest.memory.model_copy(update={"uri": str(Path(tmp) / "lancedb")})
         case_manifest = manifest.model_copy(update={"memory": memory, "sources": [], "rules": []})
         with Engine.from_manifest(case_manifest, Overrides(embedder=embedder, deliver=False)) as engine:
-            for photo in sorted((folder / "enrol").glob("*.jpg")) if (folder / "enrol").is_dir() else []:
+            photos = sorted(p for p in (folder / "enrol").iterdir() if p.suffix.lower() in PHOTO_SUFFIXES) \
+                if (folder / "enrol").is_dir() else []
+            for photo in photos:
                 with engine.identity.lock:
                     update_entity(engine.store, "name", None, photo.stem.replace("_", " "), str(photo), None, None)
                 engine.identity_edited()
