@@ -348,7 +348,7 @@ class AccessConfig(Strict):
 
 #: the tool groups a manifest can offer (``memory_ask`` comes with a `qa:` section)
 TOOL_GROUPS = ("memory", "entities", "rules", "capture", "perception", "context")
-#: offered when the manifest names none: the core a host needs (about 19k characters of definitions)
+#: offered when the manifest names none: the core a host needs (about 19.5k characters of definitions)
 DEFAULT_TOOL_GROUPS = ("memory", "entities", "rules", "capture")
 ToolGroup = Literal["memory", "entities", "rules", "capture", "perception", "context"]
 
