@@ -52,7 +52,7 @@ class ReminderStage:
     """Proactive reminders for one engine: call :meth:`on_commit` with every committed write."""
 
     def __init__(self, store: Any, notifications: Any, config: ProactiveConfig, identity: Any = None,
-                 generator: Generator | None = None, clock: Any = time.time) -> None:
+                 generator: Generator | None = None, own_client: bool = False) -> None:
         self.store = store
         self.notifications = notifications
         self.config = config
@@ -60,7 +60,6 @@ class ReminderStage:
         self.generator = generator or Generator()
         self.index = FocusIndex(store)
         self.spoken = SpokenMemory(store)
-        self.clock = clock
         self.gate = GateSettings(min_score=config.min_score, word_weight=config.word_weight,
                                  max_age_days=config.max_age_days)
         self.rule = PROACTIVE.model_copy(update={"severity": config.severity})
@@ -70,7 +69,7 @@ class ReminderStage:
         #: (camera, UTC day) → reminders said
         self._today: dict[tuple[str, str], int] = {}
         #: whether :meth:`close` closes the generator's client (one opened for this stage)
-        self._own_client = False
+        self._own_client = own_client
         #: CPU seconds this stage spent (on the committing threads) and segments it looked at
         self.cpu_s = 0.0
         self.segments = 0
@@ -188,6 +187,4 @@ def reminder_stage(manifest: Any, store: Any, notifications: Any, identity: Any,
             qa = manifest.qa
             client, own = VLMClient(base_url=qa.base_url, model=qa.model, api_key=qa.api_key.get_secret_value(),
                                     timeout_s=qa.timeout_s, max_attempts=2), True
-    stage = ReminderStage(store, notifications, config, identity=identity, generator=Generator(client))
-    stage._own_client = own
-    return stage
+    return ReminderStage(store, notifications, config, identity=identity, generator=Generator(client), own_client=own)
