@@ -49,6 +49,11 @@ class Note(BaseModel):
     kind: Literal["V", "C"] = Field("C", description="V = something seen, C = something said or agreed")
     text: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
     @field_validator("text")
     @classmethod
     def _strip(cls, value: str) -> str:
