@@ -119,7 +119,7 @@ def write_clip(path: Path, appearances: list[tuple[float, float, str]], seconds:
     room = np.full((H, W, 3), 95, np.uint8)
     cv2.rectangle(room, (0, 190), (W, H), (60, 70, 80), -1)
     cv2.rectangle(room, (240, 30), (300, 190), (120, 100, 70), -1)  # a door
-    sprites = {k: _sprite(k, 150) for _, _, k in appearances}
+    sprites = {k: _sprite(k, 200 if k == "cup" else 150) for _, _, k in appearances}
     spots = {k: 20 + 150 * (i % 2) for i, k in enumerate(dict.fromkeys(k for _, _, k in appearances))}
     walk = 0.6
     with av.open(str(path), mode="w") as out:
@@ -134,9 +134,9 @@ def write_clip(path: Path, appearances: list[tuple[float, float, str]], seconds:
                     continue
                 sprite, spot = sprites[key], spots[key]
                 h, w = sprite.shape[:2]
-                y = 25 if key != "cup" else 60
-                if key == "cup":
-                    x = 70
+                y = 25 if key != "cup" else 20
+                if key == "cup":  # large enough that every COCO detector here names it with a margin
+                    x = 10
                 elif t < start + walk:
                     x = int(-w + (spot + w) * (t - start) / walk)
                 elif t > end - walk:
