@@ -87,3 +87,12 @@ def test_clauses_read_done_and_negated_needs() -> None:
     assert [c.done for c in clauses("We already bought batteries for the remote.")] == [True]
     assert [c.open for c in clauses("We don't need to buy milk anymore.")] == [False]
     assert [c.open for c in clauses("The remote needs batteries.")] == [True]
+
+
+def test_a_word_heard_or_read_reaches_an_open_loop_about_it_at_a_lower_weight() -> None:
+    words = Focus(words=frozenset({"passport"}))
+    renew = note(1, "Remember to renew the passport before June.", keys=("word:passport",))
+    photo = note(2, "The passport photo was funny.", keys=("word:passport",))
+    item = select([renew, photo], words, set(), now=1_000 * DAY)
+    assert item is not None and item.candidate.id == renew.id and item.score < 1.0
+    assert select([renew], words, set(), now=1_000 * DAY, settings=GateSettings(min_score=0.8)) is None
