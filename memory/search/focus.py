@@ -14,6 +14,7 @@ would grow with the store.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -155,12 +156,4 @@ class FocusIndex:
 
 
 def _has_word(text: str, word: str) -> bool:
-    import re
-
     return re.search(rf"\b{re.escape(word)}\b", text) is not None
-
-
-def focus_people(entities: Sequence[Any]) -> tuple[FocusPerson, ...]:
-    """Focus people from entity records (named or aliased people only: a note cannot name the others)."""
-    return tuple(FocusPerson(e.id, tuple(n for n in [e.name, *e.aliases] if n)) for e in entities
-                 if e.kind == "person")
