@@ -17,7 +17,6 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
