@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from perception.media.redact import install_log_redaction
 from plugin.errors import ManifestError, PluginError
 from plugin.cli_checks import ingest_path, require_store
 from plugin.reporting import ingest_status
@@ -54,13 +55,15 @@ def _setup_logging(level: str) -> None:
     """Log to stderr at ``level`` (the manifest's ``log_level``, WARNING unless set), or louder with ``-v``/``-vv``.
 
     Warnings and errors only, by default: progress of long commands is written separately
-    (:mod:`plugin.progress`), and third-party loggers stay at WARNING unless ``-vv``.
+    (:mod:`plugin.progress`), and third-party loggers stay at WARNING unless ``-vv``. Every record is
+    redacted (:class:`perception.media.redact.RedactingFilter`).
     """
     if _verbosity:
         level = "DEBUG" if _verbosity > 1 else "INFO"
     quiet = logging.getLevelName(level) >= logging.WARNING
     fmt = "%(levelname)s %(name)s: %(message)s" if quiet else "%(asctime)s %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=level, stream=sys.stderr, format=fmt, force=True)
+    install_log_redaction()  # credentials and token parameters never reach the log, at any level
     for noisy in _CHATTY:
         logging.getLogger(noisy).setLevel(logging.DEBUG if _verbosity > 1 else logging.WARNING)
 

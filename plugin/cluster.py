@@ -45,6 +45,7 @@ from memory.search.modes import sql_literal
 from plugin.engine import Engine, Overrides
 from plugin.errors import PluginError
 from plugin.manifest import Manifest, SourceConfig
+from perception.media.redact import install_log_redaction
 from perception.media.sources import SourceError, make_source
 from plugin.worker import CaptureInfo
 
@@ -84,6 +85,7 @@ class SourceWorker:
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         logging.basicConfig(level=log_level, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        install_log_redaction()
         self.incarnation = uuid.uuid4().hex[:8]
         self._lock = threading.Lock()
         self._outbox: list[tuple[Any, ...]] = []

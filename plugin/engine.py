@@ -173,7 +173,8 @@ class Engine:
             self.worker = Worker(self.pipeline, mode=self.settings.mode,
                                  on_source_event=self.notifications.on_source_event if relay is None
                                  else partial(relay, "event"),
-                                 before_start=self.lease.acquire if relay is None else lambda: None)
+                                 before_start=self.lease.acquire if relay is None else lambda: None,
+                                 max_captures=m.access.max_captures)
         except BaseException:
             self.store.close()
             raise

@@ -12,7 +12,9 @@ through :class:`HttpGuard`, in this order:
    and ``Sec-Fetch-Site: cross-site`` are refused too), so a web page cannot drive the server.
 3. **Credentials** (only when ``server.http.token`` is set). ``Authorization: Bearer <token>``
    (the scheme is case-insensitive) on any route, or the cookie a pairing link set: on ``/phone``
-   routes the phone's, on the dashboard pages the dashboard's (neither ever opens ``/mcp``). A
+   routes a phone session, on the dashboard pages a dashboard session (neither ever opens ``/mcp``).
+   Sessions carry their scope, so a phone's cookie gets 403 on every dashboard page and form, under
+   whichever cookie name it is sent; a phone link's code does not redeem on the dashboard. A
    pairing link (``/phone?pair=CODE`` or ``/?pair=CODE``) is one-time and expires after ten
    minutes; ``reflectworld serve --http`` logs one of each at start-up and ``POST /phone/pair``
    with the bearer token returns a fresh phone link.
@@ -37,11 +39,13 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "DASHBOARD_COOKIE", "DEFAULT_MAX_BODY_BYTES", "HttpGuard", "Pairing", "bearer_ok", "pairing_url"]
+__all__ = ["COOKIE", "DASHBOARD", "DASHBOARD_COOKIE", "PHONE", "DEFAULT_MAX_BODY_BYTES", "HttpGuard", "Pairing", "bearer_ok", "pairing_url"]
 
 logger = logging.getLogger(__name__)
 
 COOKIE = "rw_phone"
+#: session scopes: the phone routes, the dashboard pages
+PHONE, DASHBOARD = "phone", "dashboard"
 #: the dashboard's session cookie: opens the dashboard pages, never /mcp or /phone
 DASHBOARD_COOKIE = "rw_dashboard"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -75,7 +79,11 @@ def bearer_ok(header: str | None, token: str) -> bool:
 
 
 class Pairing:
-    """One-time pairing codes that become long-lived, ``/phone``-only browser sessions.
+    """One-time pairing codes that become long-lived browser sessions of one scope each.
+
+    A code is issued for a scope (``"phone"``: the ``/phone`` routes; ``"dashboard"``: the dashboard
+    pages) and redeems only there; the session it becomes opens only that scope's routes, whichever
+    cookie name it is sent under.
 
     Args:
         code_ttl_s: how long a code stays redeemable.
@@ -84,40 +92,52 @@ class Pairing:
 
     def __init__(self, code_ttl_s: float = 600.0, max_sessions: int = 64) -> None:
         self.code_ttl_s = code_ttl_s
-        self._codes: dict[str, float] = {}
-        self._sessions: OrderedDict[str, float] = OrderedDict()
+        self._codes: dict[str, tuple[float, str]] = {}
+        self._sessions: OrderedDict[str, str] = OrderedDict()
         self._max_sessions = max_sessions
         self._lock = threading.Lock()
 
-    def issue(self) -> str:
-        """A fresh one-time code."""
+    def issue(self, scope: str = PHONE) -> str:
+        """A fresh one-time code for ``scope`` (:data:`PHONE` or :data:`DASHBOARD`)."""
         code = secrets.token_urlsafe(18)
         now = time.monotonic()
         with self._lock:
-            self._codes = {c: t for c, t in self._codes.items() if t > now}
+            self._codes = {c: v for c, v in self._codes.items() if v[0] > now}
             if len(self._codes) >= 32:  # bound unredeemed codes
                 self._codes.pop(next(iter(self._codes)))
-            self._codes[code] = now + self.code_ttl_s
+            self._codes[code] = (now + self.code_ttl_s, scope)
         return code
 
-    def redeem(self, code: str) -> str | None:
-        """The new session secret for ``code``, or ``None`` when it is unknown, used or expired."""
+    def redeem(self, code: str, scope: str = PHONE) -> str | None:
+        """The new session secret for ``code`` redeemed on ``scope``'s page, or ``None`` when it is unknown,
+        used, expired or issued for another scope (a phone link does not open the dashboard)."""
         with self._lock:
-            expires = self._codes.pop(code, None)
-            if expires is None or expires < time.monotonic():
+            entry = self._codes.get(code)
+            if entry is None or entry[1] != scope:
+                return None
+            del self._codes[code]
+            if entry[0] < time.monotonic():
                 return None
             session = secrets.token_urlsafe(32)
-            self._sessions[session] = time.time()
+            self._sessions[session] = scope
             while len(self._sessions) > self._max_sessions:
                 self._sessions.popitem(last=False)
             return session
 
-    def valid(self, session: str | None) -> bool:
-        """Whether ``session`` is a paired browser's cookie."""
+    def scope_of(self, session: str | None) -> str | None:
+        """The scope of a paired browser's cookie, ``None`` when it is not one."""
         if not session:
-            return False
+            return None
         with self._lock:
-            return any(hmac.compare_digest(session, s) for s in self._sessions)
+            found = None
+            for s, scope in self._sessions.items():
+                if hmac.compare_digest(session.encode(), s.encode()):
+                    found = scope
+            return found
+
+    def valid(self, session: str | None, scope: str = PHONE) -> bool:
+        """Whether ``session`` is a paired browser's cookie for ``scope``."""
+        return self.scope_of(session) == scope
 
 
 class _TooLarge:
@@ -195,8 +215,9 @@ class HttpGuard:
         if path in (_PHONE_PREFIX, "/") and "pair" in query:
             await self._redeem(scope, query["pair"], path)(scope, receive, send)
             return
-        if not self._authorised(path, headers):
-            await self._unauthorised(path)(scope, receive, send)
+        allowed = self._authorised(path, headers)
+        if allowed is not True:
+            await (self._forbidden() if allowed == "forbidden" else self._unauthorised(path))(scope, receive, send)
             return
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
@@ -242,16 +263,21 @@ class HttpGuard:
         # Same host and port as the request; the scheme may differ behind a TLS-terminating proxy.
         return parts.netloc == host.strip().lower()
 
-    def _authorised(self, path: str, headers: Headers) -> bool:
+    def _authorised(self, path: str, headers: Headers) -> bool | str:
+        """True, False (no credentials: 401) or ``"forbidden"`` (a session of another scope: 403)."""
         if self.token is None:
             return True
         if bearer_ok(headers.get("authorization"), self.token):
             return True
+        cookies = headers.get("cookie", "")
+        scopes = {self.pairing.scope_of(_cookie(cookies, name)) for name in (COOKIE, DASHBOARD_COOKIE)}
+        scopes.discard(None)
         on_phone = path == _PHONE_PREFIX or path.startswith(_PHONE_PREFIX + "/")
-        if on_phone:
-            return self.pairing.valid(_cookie(headers.get("cookie", ""), COOKIE))
-        on_dashboard = not (path == "/mcp" or path.startswith("/mcp/"))
-        return on_dashboard and self.pairing.valid(_cookie(headers.get("cookie", ""), DASHBOARD_COOKIE))
+        on_mcp = path == "/mcp" or path.startswith("/mcp/")
+        needed = PHONE if on_phone else None if on_mcp else DASHBOARD
+        if needed is not None and needed in scopes:
+            return True
+        return "forbidden" if scopes and not on_mcp else False
 
     # ------------------------------------------------------------------ pairing
 
@@ -260,12 +286,12 @@ class HttpGuard:
             return JSONResponse({"url": f"{_base_url(scope, headers)}{_PHONE_PREFIX}", "expires_in_s": None})
         if not bearer_ok(headers.get("authorization"), self.token):
             return self._unauthorised(_PHONE_PREFIX + "/pair")
-        code = self.pairing.issue()
+        code = self.pairing.issue(PHONE)
         return JSONResponse({"url": f"{_base_url(scope, headers)}{_PHONE_PREFIX}?pair={code}",
                              "expires_in_s": int(self.pairing.code_ttl_s)})
 
     def _redeem(self, scope: Scope, code: str, path: str = _PHONE_PREFIX) -> Response:
-        session = self.pairing.redeem(code)
+        session = self.pairing.redeem(code, PHONE if path == _PHONE_PREFIX else DASHBOARD)
         if session is None:
             return PlainTextResponse("this pairing link is expired or was already used; get a new one from "
                                      "the `reflectworld serve` log or POST /phone/pair with the token",
@@ -276,6 +302,10 @@ class HttpGuard:
         reply.set_cookie(name, session, max_age=30 * 24 * 3600, path=scope_path, httponly=True,
                          samesite="strict", secure=str(scope.get("scheme")) == "https")
         return reply
+
+    def _forbidden(self) -> Response:
+        return JSONResponse({"error": "forbidden: this browser's pairing opens another part of the server (a phone "
+                             "link opens only the phone page; a dashboard link only the dashboard)"}, status_code=403)
 
     def _unauthorised(self, path: str) -> Response:
         if path == _PHONE_PREFIX or path.startswith(_PHONE_PREFIX + "/"):

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp
 
 from plugin.errors import ServeError
-from plugin.guard import DEFAULT_MAX_BODY_BYTES, HttpGuard, Pairing, pairing_url
+from plugin.guard import DASHBOARD, DEFAULT_MAX_BODY_BYTES, PHONE, HttpGuard, Pairing, pairing_url
 
 __all__ = ["build_http_app", "is_loopback", "parse_bind", "serve_http"]
 
@@ -87,8 +87,8 @@ async def serve_http(server: MCPServer[Any], host: str, port: int, token: str | 
                          max_body_bytes=max_body_bytes, pairing=pairing)
     if token:
         logger.warning("phone camera: open %s once on the phone (one-time link, valid %d min)",
-                       pairing_url(host, port, pairing.issue()), int(pairing.code_ttl_s // 60))
-        dashboard = pairing_url(host, port, pairing.issue(), path="/")
+                       pairing_url(host, port, pairing.issue(PHONE)), int(pairing.code_ttl_s // 60))
+        dashboard = pairing_url(host, port, pairing.issue(DASHBOARD), path="/")
         logger.warning("dashboard: open %s once in your browser (one-time link, valid %d min)",
                        dashboard, int(pairing.code_ttl_s // 60))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -32,7 +32,14 @@ from perception.settings import (
 )
 from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
-from plugin.manifest_limits import MAX_MANIFEST_BYTES, YAMLLimitError, literal_secrets, load_yaml_bounded
+from plugin.manifest_limits import (
+    MAX_DEPTH,
+    MAX_MANIFEST_BYTES,
+    YAMLLimitError,
+    literal_secrets,
+    load_yaml_bounded,
+    nesting_depth,
+)
 from plugin.acting.mqtt import MqttChannelConfig
 
 __all__ = [
@@ -354,14 +361,16 @@ class AccessConfig(Strict):
     hidden: bool = Field(False, description="allow hidden folders (.ssh, .config, …) below a root")
     url_schemes: list[Literal["rtsp", "rtsps", "http", "https"]] = Field(
         default_factory=lambda: ["rtsp", "rtsps", "http", "https"], description="stream URL schemes tool calls may use")
-    lan: bool = Field(True, description="allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)")
+    lan: bool = Field(True, description=(
+        "allow private LAN addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10)"))
     public: bool = Field(True, description="allow public internet addresses")
     loopback: bool = Field(False, description="allow this machine's own addresses (127.0.0.0/8, ::1)")
     networks: list[str] = Field(default_factory=list, max_length=64, description=(
         "extra networks to allow, as CIDR (link-local and cloud metadata stay refused)"))
     devices: bool = Field(True, description="allow local video devices (/dev/videoN)")
     max_timeout_s: float = Field(30.0, gt=0, le=300, description="cap on caller-chosen open/read timeouts")
-    max_captures: int = Field(16, ge=1, le=256, description="captures tool calls may keep running at once")
+    max_captures: int = Field(16, ge=1, le=256, description=(
+        "captures that may run at once, however they start (tool calls, dashboard, phone page, manifest)"))
 
     @field_validator("networks")
     @classmethod
@@ -568,7 +577,12 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     if file.stat().st_size > MAX_MANIFEST_BYTES:
         raise ManifestError(str(file), [ManifestProblem("", f"the file is larger than {MAX_MANIFEST_BYTES} bytes",
                                                         "a manifest is a short configuration file; check the path")])
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(str(file), [ManifestProblem(
+            "", f"the file is not UTF-8 text (byte {exc.start} cannot be decoded)",
+            "save it as UTF-8; a manifest is a short text file — check the path")]) from None
     try:
         if file.suffix.lower() == ".toml":
             data: Any = tomllib.loads(text)
@@ -578,8 +592,11 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
             raise ManifestError(
                 str(file), [ManifestProblem("", f"unsupported extension {file.suffix!r}", "use .yaml, .yml or .toml")]
             )
-    except YAMLLimitError as exc:
-        raise ManifestError(str(file), [ManifestProblem("", str(exc), "simplify the file")]) from None
+        if nesting_depth(data) > MAX_DEPTH:
+            raise YAMLLimitError(f"the manifest is nested more than {MAX_DEPTH} levels deep")
+    except (YAMLLimitError, RecursionError) as exc:
+        what = str(exc) if isinstance(exc, YAMLLimitError) else f"the manifest is nested more than {MAX_DEPTH} levels deep"
+        raise ManifestError(str(file), [ManifestProblem("", what, "simplify the file")]) from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ManifestError(str(file), [ManifestProblem("", f"cannot parse: {exc}", "fix the syntax")]) from None
     return parse_manifest(data, str(file))

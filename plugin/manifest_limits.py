@@ -6,8 +6,10 @@
   size (every alias counted as the subtree it stands for) and nesting depth are measured with a
   memo, and a document over ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels is refused before any
   Python object is built.
-* **Literal secrets**: ``api_key``, ``token`` and ``secret`` values must be ``${ENV}`` or
-  ``${ENV:default}`` references (as the README promises); a literal value is a problem with a fix.
+* **Literal secrets**: ``api_key``, ``token``, ``secret`` and ``password`` values must be ``${ENV}``
+  references (as the README promises), and so must the password of a URL's ``user:password@`` and
+  the value of a secret-looking query parameter (``?token=``) in any string; a ``${ENV:default}``
+  whose default is not empty writes the secret into the file after all. Each is a problem with a fix.
 """
 
 from __future__ import annotations
@@ -19,15 +21,22 @@ import yaml
 
 from plugin.errors import ManifestProblem
 
-__all__ = ["MAX_DEPTH", "MAX_MANIFEST_BYTES", "MAX_NODES", "YAMLLimitError", "literal_secrets", "load_yaml_bounded"]
+__all__ = ["MAX_DEPTH", "MAX_MANIFEST_BYTES", "MAX_NODES", "YAMLLimitError", "literal_secrets", "load_yaml_bounded",
+           "nesting_depth"]
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 MAX_DEPTH = 64
-SECRET_KEYS = frozenset({"api_key", "token", "secret",
+SECRET_KEYS = frozenset({"api_key", "token", "secret", "password", "passwd",
                          # object-store credentials (memory.storage and its LanceDB options)
                          "secret_access_key", "session_token", "aws_secret_access_key", "aws_session_token"})
-_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::[^}]*)?\}$")
+#: a whole value that is one environment reference, with at most an empty default (``${X}``, ``${X:}``)
+_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?\}$")
+#: ``scheme://user:password@`` in a string (the password group)
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:([^/@\s]*)@")
+#: ``?name=value`` / ``&name=value`` with a secret-looking name (the value group)
+_URL_SECRET_PARAM = re.compile(r"[?&][^=&#\s]*(?:pass|pwd|token|secret|api_?key|auth|sig|credential)[^=&#\s]*=([^&#\s]*)",
+                               re.IGNORECASE)
 
 
 class YAMLLimitError(ValueError):
@@ -82,19 +91,45 @@ def load_yaml_bounded(text: str) -> Any:
 
 
 def literal_secrets(data: Any, path: str = "") -> list[ManifestProblem]:
-    """Problems for every ``api_key`` / ``token`` / ``secret`` written as a literal value."""
+    """Problems for every secret written as a literal value (see the module docstring)."""
     problems: list[ManifestProblem] = []
     if isinstance(data, dict):
         for key, value in data.items():
             here = f"{path}.{key}" if path else str(key)
             if key in SECRET_KEYS and isinstance(value, str) and value and not _REFERENCE.match(value.strip()):
-                var = re.sub(r"[^A-Z0-9]+", "_", here.upper()).strip("_")
-                problems.append(ManifestProblem(
-                    here, "a secret is written into the manifest",
-                    f"move it to an environment variable and write ${{{var}}} instead (then export {var}=…)"))
+                problems.append(_problem(here, "a secret is written into the manifest"))
             else:
                 problems.extend(literal_secrets(value, here))
     elif isinstance(data, list):
         for i, value in enumerate(data):
             problems.extend(literal_secrets(value, f"{path}[{i}]"))
+    elif isinstance(data, str) and "://" in data:
+        secrets = [m.group(1) for m in _URL_PASSWORD.finditer(data)] + \
+            [m.group(1) for m in _URL_SECRET_PARAM.finditer(data)]
+        if any(secret and not _REFERENCE.match(secret) for secret in secrets):
+            problems.append(ManifestProblem(
+                path, "a URL carries a password or token written into the manifest",
+                "put it in an environment variable and write the URL as user:${VAR}@host or ?token=${VAR} "
+                "(then export VAR=…)"))
     return problems
+
+
+def _problem(here: str, what: str) -> ManifestProblem:
+    var = re.sub(r"[^A-Z0-9]+", "_", here.upper()).strip("_") or "SECRET"
+    return ManifestProblem(here, what, f"move it to an environment variable and write ${{{var}}} instead "
+                           f"(then export {var}=…); a ${{VAR:default}} default is written into the file too")
+
+
+def nesting_depth(data: Any) -> int:
+    """How deeply ``data`` (parsed YAML/TOML) nests, counted without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return deepest

@@ -20,6 +20,10 @@ if shorter than the minimum segment length, discards) its in-flight segment.
 
 A bad source fails fast in :meth:`Worker.start_capture`: the URI is parsed, files are probed and
 live sources must deliver a first frame within their open/read timeouts, else ``SourceError``.
+Every start, from a tool call, the dashboard, the phone page or the manifest, counts against one cap
+(``access.max_captures``): a slot is reserved before the check, so concurrent starts cannot
+overshoot it. Async callers use :meth:`Worker.start_capture_async`, whose checks run on the worker's
+own bounded thread pools, so a crowd of slow sources never holds the threads searches run on.
 """
 
 from __future__ import annotations
@@ -29,11 +33,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import anyio
 
 from perception.drivers.analyzer import Pipeline
 from perception.drivers.ingest import ingest_file, ingest_live, live_start_point
+from perception.media.fetch import NetGuard
 from perception.media.gateway import KEYFRAMES_AFTER_S, Gateway, Mode
+from perception.media.redact import redact_text
 from perception.media.sources import (
     PhoneSource,
     Source,
@@ -49,6 +58,11 @@ __all__ = ["CaptureInfo", "SourceEventCallback", "Worker"]
 logger = logging.getLogger(__name__)
 
 SourceEventCallback = Callable[[str, str, str], None]
+DEFAULT_MAX_CAPTURES = 16
+#: threads checking sources that are starting (connects, first frames), apart from the threads requests use
+PROBE_THREADS = 8
+#: threads resolving the names of sources a tool call names
+CHECK_THREADS = 4
 
 
 @dataclass
@@ -137,10 +151,10 @@ class _Runner:
             else:
                 self.state = "stopped"
         except SourceError as exc:
-            self.state, self.error = "failed", redact_uri(str(exc))
+            self.state, self.error = "failed", redact_text(str(exc))
             logger.error("capture %s failed: %s", self.camera_id, self.error)
         except Exception as exc:  # the worker's top loop: keep the traceback, report the failure
-            self.state, self.error = "failed", redact_uri(f"{type(exc).__name__}: {exc}")
+            self.state, self.error = "failed", redact_text(f"{type(exc).__name__}: {exc}")
             logger.exception("capture %s failed", self.camera_id)
 
     def info(self) -> CaptureInfo:
@@ -160,39 +174,83 @@ class Worker:
 
     def __init__(self, pipeline: Pipeline, *, mode: Mode = "offline_quality",
                  on_source_event: SourceEventCallback | None = None, probe_timeout_s: float = 10.0,
-                 before_start: Callable[[], None] | None = None) -> None:
+                 before_start: Callable[[], None] | None = None, max_captures: int = DEFAULT_MAX_CAPTURES) -> None:
         self.pipeline = pipeline
         self.mode = mode
         self.on_source_event = on_source_event
         self.probe_timeout_s = probe_timeout_s
         self.before_start = before_start
+        self.max_captures = max_captures
         self._runners: dict[str, _Runner] = {}
+        self._starting: set[str] = set()  # cameras reserved by a start still being checked
         self._lock = threading.Lock()
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
 
     # ------------------------------------------------------------------ captures
 
-    def start_capture(self, uri: str, camera_id: str | None = None, options: dict[str, Any] | None = None) -> CaptureInfo:
-        """Check the source and start ingesting it.
+    def start_capture(self, uri: str, camera_id: str | None = None, options: dict[str, Any] | None = None, *,
+                      guard: NetGuard | None = None, confine: Callable[[str], Path] | None = None) -> CaptureInfo:
+        """Check the source and start ingesting it (blocking: the check may wait for a slow source).
+
+        ``guard`` and ``confine`` restrict a tool call's source (see :func:`make_source`); the cap of
+        :attr:`max_captures` applies to every capture, however it starts.
 
         Raises:
             SourceError: the source is missing, unsupported, unreachable or unreadable.
-            ValueError: ``camera_id`` is already capturing.
+            ValueError: ``camera_id`` is already capturing, or the cap is reached.
         """
+        return self._launch(*self._reserve(uri, camera_id, options, guard, confine))
+
+    async def start_capture_async(self, uri: str, camera_id: str | None = None,
+                                  options: dict[str, Any] | None = None, *, guard: NetGuard | None = None,
+                                  confine: Callable[[str], Path] | None = None) -> CaptureInfo:
+        """:meth:`start_capture` from async code: the slot is taken at once, the source's check (a
+        connect, a probe) runs on the worker's own bounded pool, never on the threads other requests use."""
+        reserved = self._reserve(uri, camera_id, options, guard, confine)
+        return await anyio.to_thread.run_sync(lambda: self._launch(*reserved), limiter=self.limiter("probe"))
+
+    async def run_check(self, check: Callable[..., Any], *args: Any) -> Any:
+        """``check(*args)`` (an access check that may resolve a name) on the worker's own bounded pool."""
+        return await anyio.to_thread.run_sync(lambda: check(*args), limiter=self.limiter("check"))
+
+    def limiter(self, name: str) -> anyio.CapacityLimiter:
+        """The bounded thread pool ``name`` ("probe" or "check") of this worker."""
+        with self._lock:
+            if name not in self._limiters:
+                self._limiters[name] = anyio.CapacityLimiter(PROBE_THREADS if name == "probe" else CHECK_THREADS)
+            return self._limiters[name]
+
+    def _reserve(self, uri: str, camera_id: str | None, options: dict[str, Any] | None, guard: NetGuard | None,
+                 confine: Callable[[str], Path] | None) -> tuple[Source, str, Mode]:
         if self.before_start is not None:
             self.before_start()
         opts = dict(options or {})
         mode: Mode = opts.pop("mode", self.mode)
-        source = make_source(uri, opts)
+        source = make_source(uri, opts, guard=guard, confine=confine)
         camera = camera_id or source.default_camera
         with self._lock:
             current = self._runners.get(camera)
-            if current is not None and current.thread.is_alive():
-                raise ValueError(f"camera {camera!r} is already capturing {current.source.key}; "
+            if camera in self._starting or (current is not None and current.thread.is_alive()):
+                what = current.source.key if current is not None and current.thread.is_alive() else "a source"
+                raise ValueError(f"camera {camera!r} is already capturing {what}; "
                                  "call capture_stop first or pass another camera_id")
-        self._check(source)
-        runner = _Runner(self, source, camera, mode)
-        with self._lock:
-            self._runners[camera] = runner
+            live = sum(1 for r in self._runners.values() if r.thread.is_alive()) + len(self._starting)
+            if live >= self.max_captures:
+                raise ValueError(f"{live} captures are running or starting, the most this server allows "
+                                 "(access.max_captures); stop one with capture_stop first")
+            self._starting.add(camera)
+        return source, camera, mode
+
+    def _launch(self, source: Source, camera: str, mode: Mode) -> CaptureInfo:
+        try:
+            self._check(source)
+            runner = _Runner(self, source, camera, mode)
+            with self._lock:
+                self._runners[camera] = runner
+                self._starting.discard(camera)
+        finally:
+            with self._lock:
+                self._starting.discard(camera)
         runner.thread.start()
         logger.info("capture %s started: %s (%s)", camera, source.key, source.kind)
         return runner.info()
@@ -299,8 +357,8 @@ class Worker:
             try:
                 self.start_capture(cfg.uri, cfg.camera_id, dict(getattr(cfg, "options", None) or {}))
             except (SourceError, ValueError) as exc:
-                logger.error("source %s not started: %s", redact_uri(cfg.uri), exc)
-                errors.append(f"{redact_uri(cfg.uri)}: {exc}")
+                logger.error("source %s not started: %s", redact_uri(cfg.uri), redact_text(str(exc)))
+                errors.append(f"{redact_uri(cfg.uri)}: {redact_text(str(exc))}")
         return errors
 
     def idle(self) -> bool:

@@ -12,15 +12,22 @@ directory) and no directory below that root is hidden (``~/.ssh``, ``~/.config``
 anything, with one text whether or not it exists.
 
 URLs. The scheme must be listed in ``access.url_schemes`` (rtsp, rtsps, http, https). The host is
-resolved and every address must be allowed: private LAN ranges when ``access.lan`` (default on),
-public addresses when ``access.public`` (default on), loopback only when ``access.loopback``, and
-anything listed in ``access.networks``. Link-local (169.254.0.0/16, fe80::/10, which holds the
-cloud metadata services), unspecified, multicast and reserved addresses, and the known metadata
-addresses, are always refused. A refused URL gets one text, without connecting, so a tool call
-cannot tell closed, silent and open ports apart behind it.
+resolved and every address must be allowed (:meth:`AccessPolicy.address_ok`, on the one classifier
+of :mod:`perception.media.addresses`, which reads the IPv4 address inside every IPv6 form): private
+LAN ranges when ``access.lan`` (default on), public addresses when ``access.public`` (default on),
+loopback only when ``access.loopback``, and anything listed in ``access.networks``. Link-local,
+cloud metadata, unspecified and multicast addresses are always refused. A refused URL gets one
+text, without connecting, so a tool call cannot tell closed, silent and open ports apart behind it.
+That check is the early answer; the capture itself fetches with :meth:`AccessPolicy.net_guard`,
+which checks and pins every hop again (redirects, HLS entries, each new lookup of the name).
+
+Playlists. A local playlist or concat list (:data:`PLAYLIST_SUFFIXES`) is refused: its entries
+could name files or URLs outside the roots. (Renamed ones cannot be opened as playlists either:
+local media are opened with media-only demuxers.) A folder's files are each checked on reading.
 
 Limits. ``open_timeout_s`` / ``read_timeout_s`` (and the other caller-chosen durations) are clamped
-to ``access.max_timeout_s``; paths longer than the platform allows get a clear error.
+to ``access.max_timeout_s``; paths and names are limited in UTF-8 bytes (4096 per path, 255 per
+name, as file systems count). :func:`start_checked` is how an untrusted caller starts a capture.
 """
 
 from __future__ import annotations
@@ -28,10 +35,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import socket
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,26 +43,25 @@ from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
 
-__all__ = ["ALWAYS_DENIED", "LAN_NETWORKS", "AccessDenied", "AccessPolicy", "policy_of"]
+from perception.errors import MediaError
+from perception.media.addresses import NEVER, Address, classify, reached
+from perception.media.fetch import NetGuard
+
+__all__ = ["AccessDenied", "AccessPolicy", "PLAYLIST_SUFFIXES", "policy_of"]
 
 logger = logging.getLogger(__name__)
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-LAN_NETWORKS: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"))
-LOOPBACK_NETWORKS: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128"))
-#: never reachable from a tool call, whatever the manifest lists
-ALWAYS_DENIED: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
-    "169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128", "224.0.0.0/4", "ff00::/8", "240.0.0.0/4",
-    "255.255.255.255/32", "100.100.100.200/32", "168.63.129.16/32", "fd00:ec2::254/128", "::ffff:0:0/96"))
+#: local files that name other files or URLs (playlists, concat lists): never accepted from a tool call
+PLAYLIST_SUFFIXES = frozenset({".m3u8", ".m3u", ".ffconcat", ".concat", ".mpd", ".sdp", ".pls", ".xspf", ".txt",
+                               ".ism", ".ismc", ".f4m", ".cue"})
 
-MAX_PATH_CHARS = 4096
-MAX_NAME_CHARS = 255
+MAX_PATH_BYTES = 4096
+#: a file or folder name, in UTF-8 bytes (what file systems count)
+MAX_NAME_BYTES = 255
 #: options whose values are durations a caller may choose; each is clamped to max_timeout_s
 TIMEOUT_OPTIONS = ("open_timeout_s", "read_timeout_s", "stall_s", "backoff_s", "backoff_max_s")
-_DNS_TIMEOUT_S = 3.0
-_dns = ThreadPoolExecutor(max_workers=2, thread_name_prefix="access-dns")
 
 
 class AccessDenied(ValueError):
@@ -84,7 +87,6 @@ class AccessPolicy:
     networks: tuple[IPNetwork, ...] = ()
     devices: bool = True
     max_timeout_s: float = 30.0
-    max_captures: int = 16
     resolve: Any = None  # host -> list of address strings; socket.getaddrinfo by default
 
     def __post_init__(self) -> None:
@@ -99,7 +101,7 @@ class AccessPolicy:
         return cls(roots=[Path(r) for r in cfg.roots] if cfg.roots is not None else default_roots(),
                    hidden=cfg.hidden, url_schemes=tuple(cfg.url_schemes), lan=cfg.lan, public=cfg.public,
                    loopback=cfg.loopback, networks=tuple(ipaddress.ip_network(n, strict=False) for n in cfg.networks),
-                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s, max_captures=cfg.max_captures)
+                   devices=cfg.devices, max_timeout_s=cfg.max_timeout_s)
 
     # ------------------------------------------------------------------ paths
 
@@ -119,9 +121,10 @@ class AccessPolicy:
         """
         if "\x00" in raw:
             raise AccessDenied(f"{what} contains a NUL character; pass a plain file path")
-        if len(raw) > MAX_PATH_CHARS or any(len(part) > MAX_NAME_CHARS for part in raw.split("/")):
-            raise AccessDenied(f"{what} is too long (at most {MAX_PATH_CHARS} characters, "
-                               f"{MAX_NAME_CHARS} per name); pass a shorter path")
+        encoded = raw.encode("utf-8", "surrogatepass")
+        if len(encoded) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
+            raise AccessDenied(f"{what} is too long (at most {MAX_PATH_BYTES} bytes in UTF-8, "
+                               f"{MAX_NAME_BYTES} per name); pass a shorter path")
         text = raw.removeprefix("file://")
         try:
             lexical = Path(os.path.abspath(os.path.expanduser(text)))
@@ -166,26 +169,42 @@ class AccessPolicy:
                 raise AccessDenied("a video device is /dev/videoN (N a number)")
             return uri
         if scheme in ("", "file"):
-            return str(self.check_path(uri, "the source"))
+            path = self.check_path(uri, "the source")
+            if path.suffix.lower() in PLAYLIST_SUFFIXES:
+                raise AccessDenied("playlists and concat lists are not accepted from tool calls (their entries "
+                                   "could name files outside the allowed roots); pass a media file or a folder "
+                                   "of images, or list the playlist in the manifest's sources")
+            return str(path)
         return self.check_url(uri)
+
+    def _refused_text(self) -> str:
+        return ("this stream's host is not on a network tool calls may reach (LAN "
+                f"{'allowed' if self.lan else 'refused'}, public {'allowed' if self.public else 'refused'}"
+                f", loopback {'allowed' if self.loopback else 'refused'}, link-local and cloud "
+                "metadata always refused); list its network in access.networks or add the source "
+                "to the manifest's sources")
+
+    def net_guard(self) -> NetGuard:
+        """The guard a tool call's network source fetches with: every hop (redirect, playlist entry,
+        reconnect) is resolved once, checked with :meth:`address_ok` and pinned."""
+        return NetGuard(allow=self.address_ok, schemes=tuple(s for s in self.url_schemes), resolve=self.resolve,
+                        refused=self._refused_text(), tls_verify=True)
 
     def check_url(self, uri: str) -> str:
         """``uri`` when its scheme and every address of its host are allowed.
 
+        This is the early answer to a tool call; the fetch itself checks every hop again
+        (:meth:`net_guard`).
+
         Raises:
             AccessDenied: with one text for every refused host (nothing is connected).
         """
-        if len(uri) > MAX_PATH_CHARS:
-            raise AccessDenied(f"the URL is too long (at most {MAX_PATH_CHARS} characters)")
+        if len(uri.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise AccessDenied(f"the URL is too long (at most {MAX_PATH_BYTES} bytes)")
         scheme = uri.split("://", 1)[0].lower()
         if scheme not in self.url_schemes:
             raise AccessDenied(f"URL scheme {scheme!r} is not allowed for tool calls; allowed: "
                                f"{', '.join(self.url_schemes) or 'none'} (access.url_schemes)")
-        refused = AccessDenied("this stream's host is not on a network tool calls may reach (LAN "
-                               f"{'allowed' if self.lan else 'refused'}, public {'allowed' if self.public else 'refused'}"
-                               f", loopback {'allowed' if self.loopback else 'refused'}, link-local and cloud "
-                               "metadata always refused); list its network in access.networks or add the source "
-                               "to the manifest's sources")
         try:
             host = urlsplit(uri).hostname
         except ValueError:
@@ -193,68 +212,43 @@ class AccessPolicy:
         if not host:
             raise AccessDenied("the URL has no host; pass scheme://host[:port]/path")
         if not (self.lan or self.public or self.loopback or self.networks):
-            raise refused  # no address could pass: do not even resolve the name
-        addresses = self._addresses(host)
-        if addresses is None:
-            raise refused
-        if not addresses or not all(self._address_ok(a) for a in addresses):
-            raise refused
+            raise AccessDenied(self._refused_text())  # no address could pass: do not even resolve the name
+        try:
+            self.net_guard().pin(uri)
+        except MediaError:
+            raise AccessDenied(self._refused_text()) from None
         return uri
 
-    def _addresses(self, host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address] | None:
-        try:
-            return [ipaddress.ip_address(host.split("%", 1)[0])]
-        except ValueError:
-            pass
-        if len(host) > 253:
-            return None
-        resolve = self.resolve or _getaddrinfo
-        try:
-            found = _dns.submit(resolve, host).result(timeout=_DNS_TIMEOUT_S)
-        except (FutureTimeout, OSError, UnicodeError, ValueError):
-            return None
-        out = []
-        for a in found:
-            try:
-                out.append(ipaddress.ip_address(str(a).split("%", 1)[0]))
-            except ValueError:
-                return None
-        return out
-
-    def _address_ok(self, addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        mapped = getattr(addr, "ipv4_mapped", None)
-        if mapped is not None:
-            addr = mapped
-        if any(addr in n for n in ALWAYS_DENIED if n.version == addr.version):
-            return False
-        if any(addr in n for n in self.networks if n.version == addr.version):
-            return True
-        if any(addr in n for n in LOOPBACK_NETWORKS if n.version == addr.version):
-            return self.loopback
-        if any(addr in n for n in LAN_NETWORKS if n.version == addr.version):
-            return self.lan
-        return self.public and addr.is_global
+    def address_ok(self, addr: Address) -> bool:
+        """Whether a tool call's source may connect to ``addr``: every IPv4 address an IPv6 form carries
+        must pass too (see :mod:`perception.media.addresses`)."""
+        for reach in reached(addr):
+            kind = classify(reach)
+            if kind in NEVER:
+                return False
+            if any(reach in n for n in self.networks if n.version == reach.version):
+                continue
+            if not ((kind == "loopback" and self.loopback) or (kind == "private" and self.lan)
+                    or (kind == "public" and self.public)):
+                return False
+        return True
 
     # ------------------------------------------------------------------ options
-
-    def check_capacity(self, states: list[str]) -> None:
-        """Refuse a new capture when ``max_captures`` of ``states`` are still live.
-
-        Raises:
-            AccessDenied: too many captures are running.
-        """
-        live = sum(1 for s in states if s in ("starting", "connecting", "running", "reconnecting"))
-        if live >= self.max_captures:
-            raise AccessDenied(f"{live} captures are running, the most this server allows (access.max_captures); "
-                               "stop one with capture_stop first")
 
     def clamp_options(self, options: dict[str, Any] | None) -> dict[str, Any]:
         """``options`` with every caller-chosen duration bounded to (0, max_timeout_s].
 
+        ``rtsp_transport`` can only be ``tcp``: over UDP the camera's SETUP answer names where FFmpeg
+        sends its packets (``source=``, multicast ``destination=``), and the other transports tunnel
+        over HTTP; a UDP-only camera belongs in the manifest's sources.
+
         Raises:
-            AccessDenied: a duration is not a number.
+            AccessDenied: a duration is not a number, or the RTSP transport is not tcp.
         """
         out = dict(options or {})
+        if "rtsp_transport" in out and out["rtsp_transport"] != "tcp":
+            raise AccessDenied("option rtsp_transport can only be tcp for a tool call (over UDP the camera names "
+                               "where packets go); list a UDP-only camera in the manifest's sources")
         for key in TIMEOUT_OPTIONS:
             if key in out:
                 value = out[key]
@@ -264,8 +258,15 @@ class AccessPolicy:
         return out
 
 
-def _getaddrinfo(host: str) -> list[str]:
-    return sorted({info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)})
+async def start_checked(worker: Any, policy: AccessPolicy, source: str, camera_id: str | None,
+                        options: dict[str, Any] | None) -> Any:
+    """Start a capture an untrusted caller (a tool call, the dashboard) names: the source is checked
+    (on the worker's own pool: a name may take seconds to resolve), and the capture fetches under the
+    policy's guard (every hop) and, for folders, its path check (every file)."""
+    opts = policy.clamp_options(options)
+    checked = await worker.run_check(policy.check_source, source)
+    return await worker.start_capture_async(checked, camera_id, opts, guard=policy.net_guard(),
+                                            confine=lambda p: policy.check_path(p, "a file of the folder"))
 
 
 def policy_of(ctx: Any) -> AccessPolicy:

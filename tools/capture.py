@@ -11,7 +11,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from perception.segmenting.keyframes import encode_jpeg
-from tools.access import policy_of
+from tools.access import policy_of, start_checked
 from tools.errors import tool_errors
 from tools.results import structured
 
@@ -80,15 +80,15 @@ def _line(c: CaptureState) -> str:
 def register(server: MCPServer[Any]) -> None:
     """Add the capture tools to ``server``."""
 
-    def capture_start(
+    async def capture_start(
         source: Annotated[str, Field(description="a video file path, a folder of images, rtsp://…, rtsps://…, "
                                      "http(s)://… (MPEG-TS, HLS, faststart MP4), /dev/videoN, or phone:NAME")],
         ctx: Context[Any],
         camera_id: Annotated[str | None, Field(description="name to file memories under (default: derived "
                                                "from the source)", max_length=64)] = None,
         options: Annotated[dict[str, Any] | None, Field(description="optional: mode (offline_quality | "
-                           "live_latency), open_timeout_s, read_timeout_s, rtsp_transport (tcp | udp), stall_s, "
-                           "image_interval_s, video_size, framerate, input_format")] = None,
+                           "live_latency), open_timeout_s, read_timeout_s, rtsp_transport (tcp; UDP cameras go in "
+                           "the manifest), stall_s, image_interval_s, video_size, framerate, input_format")] = None,
     ) -> Annotated[CallToolResult, CaptureState]:
         """Start remembering a camera, stream or file in the background.
 
@@ -99,9 +99,7 @@ def register(server: MCPServer[Any]) -> None:
         if unknown:
             raise ToolError(f"unknown option(s) {sorted(unknown)}; allowed: {sorted(_ALLOWED_OPTIONS)}")
         with tool_errors("capture_start"):
-            policy = policy_of(ctx)
-            policy.check_capacity([c.state for c in _worker(ctx).status()])
-            info = _worker(ctx).start_capture(policy.check_source(source), camera_id, policy.clamp_options(options))
+            info = await start_checked(_worker(ctx), policy_of(ctx), source, camera_id, options)
         state = CaptureState(**asdict(info))
         return structured(state, f"capture started — {_line(state)}")
 

@@ -2,8 +2,9 @@
 
 A forgotten entity's own rows are deleted by :func:`memory.identity.identity_ops.forget_entity`; this module
 removes what other rows still say about it: other entities' identity decisions (runner-up, evidence,
-reasons), facts and notifications that mention it, camera context text, semantic counters and id
-claims. :func:`move_split_facts` decides which facts follow a split.
+reasons), facts and notifications that mention it, rules that name it (a rule whose conditions named
+it is also disabled: without it, it would match anyone), notifications pointing at its deleted key
+frames, camera context text, semantic counters and id claims. :func:`move_split_facts` decides which facts follow a split.
 """
 
 from __future__ import annotations
@@ -51,8 +52,30 @@ def _mentions(columns: Sequence[str], terms: Sequence[str]) -> str:
     return " OR ".join(f"{c} LIKE {sql_literal('%' + t + '%')}" for c in columns for t in terms)
 
 
-def scrub_references(store: Any, ids: set[str], terms: Sequence[str]) -> dict[str, int]:
-    """Remove ``ids`` and ``terms`` (their names) from rows that belong to other entities.
+def _drop(value: Any, gone: set[str], terms: Sequence[str]) -> Any:
+    """``value`` with list items in ``gone`` removed, strings equal to one emptied, and names scrubbed."""
+    if isinstance(value, str):
+        return "" if value in gone else scrub_text(value, terms)
+    if isinstance(value, list):
+        return [_drop(v, gone, terms) for v in value if not (isinstance(v, str) and v in gone)]
+    if isinstance(value, dict):
+        return {k: _drop(v, gone, terms) for k, v in value.items()}
+    return value
+
+
+def _drop_json(text: str | None, gone: set[str], terms: Sequence[str]) -> str | None:
+    if not text:
+        return text
+    try:
+        return json.dumps(_drop(json.loads(text), gone, terms))
+    except ValueError:
+        return scrub_text(text, terms)
+
+
+def scrub_references(store: Any, ids: set[str], terms: Sequence[str],
+                     keyframes: Iterable[str] = ()) -> dict[str, int]:
+    """Remove ``ids`` and ``terms`` (their names) from rows that belong to other entities, and
+    references to the deleted ``keyframes``.
 
     Returns how many rows of each table were scrubbed or deleted.
     """
@@ -87,6 +110,26 @@ def scrub_references(store: Any, ids: set[str], terms: Sequence[str]) -> dict[st
         r["payload_json"] = _scrub_json(r.get("payload_json"), terms)
     if notes:
         store.upsert_rows("notifications", notes)
+
+    gone_frames = set(keyframes)
+    if gone_frames:
+        pointing = store.scan_rows("notifications", f"keyframe_id IN {sql_in(sorted(gone_frames))}")
+        for r in pointing:
+            r["keyframe_id"] = ""
+            r["payload_json"] = _drop_json(r.get("payload_json"), gone_frames, terms)
+        if pointing:
+            store.upsert_rows("notifications", pointing)
+        report["notification_keyframes"] = len(pointing)
+
+    rules = store.scan_rows("rules", _mentions(("text", "conditions_json"), terms))
+    for r in rules:
+        if any(t in (r.get("conditions_json") or "") for t in terms):
+            r["enabled"] = False  # "when person_0003 arrives" without person_0003 would match anyone
+        r["text"] = scrub_text(r.get("text") or "", terms)
+        r["conditions_json"] = _drop_json(r.get("conditions_json"), set(terms), terms)
+    if rules:
+        store.upsert_rows("rules", rules)
+    report["rules_scrubbed"] = len(rules)
 
     contexts = [r for r in store.scan_rows("camera_context")
                 if any(t in json.dumps(r, default=str) for t in terms)]

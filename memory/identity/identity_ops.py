@@ -310,7 +310,7 @@ def forget_entity(store: MemoryStore, entity_id: str) -> ForgetReport:
     if mentions:
         store.upsert_searchable("observations", mentions)
     report["entities"] = store.delete_rows("entities", f"id IN {sql_in(sorted(ids))}")
-    report.update(scrub_references(store, ids, terms))
+    report.update(scrub_references(store, ids, terms, keyframes=only))
     erase_history(store, store.table_names(), SEARCHABLE)
     logger.info("forgot %s (%s): %s", root.id, ", ".join(sorted(ids)), report)
     return report

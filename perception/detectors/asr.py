@@ -307,8 +307,10 @@ def load_audio(path: str | Path, start_s: float = 0.0, end_s: float | None = Non
 def _decode_pyav(path: Path, start_s: float, end_s: float | None) -> np.ndarray:
     import av
 
+    from perception.media.fetch import LOCAL_MEDIA_OPTIONS
+
     chunks: list[np.ndarray] = []
-    with av.open(str(path)) as container:
+    with av.open(str(path), options=dict(LOCAL_MEDIA_OPTIONS)) as container:
         if not container.streams.audio:
             return np.zeros(0, np.float32)
         stream = container.streams.audio[0]

@@ -53,7 +53,7 @@ from perception.detectors.speakers import Diarizer, TurnDiarization
 from perception.errors import MediaError
 from perception.media.audio import decode_audio
 from perception.media.gateway import AudioChunk, Gateway
-from perception.media.sources import AVSource, Source
+from perception.media.sources import AVSource, Source, SourceError
 from perception.media.video import Frame, probe
 from perception.segmenting.segment import Segment, Segmenter
 from perception.settings import PerceptionConfig
@@ -231,6 +231,10 @@ def ingest_file(
             heap.trim_due()
             if progress is not None:
                 progress(max(0.0, segment.t_end - info.start_s), info.duration_s, segment.index + 1)
+    except MediaError as exc:  # the file breaks off for good: say what was kept (a rerun resumes after it)
+        kept = skipped + written
+        raise SourceError(f"{exc.message}; {kept} segment(s) before it were kept ({written} in this run), and "
+                          "a rerun resumes after them", source) from exc
     finally:
         gateway.stop()
         frames.close()

@@ -30,6 +30,7 @@ import av.error
 import numpy as np
 
 from perception.errors import MediaError
+from perception.media.fetch import LOCAL_MEDIA_OPTIONS
 
 __all__ = ["SAMPLE_RATE", "AudioBuffer", "AudioLevels", "AudioScan", "AudioTrack", "SileroVAD", "SpeechTrack",
            "decode_audio", "iter_audio", "scan_audio", "speech_intervals_of"]
@@ -65,7 +66,7 @@ def iter_audio(path: str | Path, start_s: float = 0.0,
     if not p.is_file():
         raise MediaError(f"media file not found: {str(p)!r}; check the path", str(p))
     try:
-        container = av.open(str(p))
+        container = av.open(str(p), options=dict(LOCAL_MEDIA_OPTIONS))
     except av.error.FFmpegError as exc:
         raise MediaError(f"cannot read {str(p)!r} as media ({exc}); the file is corrupt or not media", str(p)) from exc
     with container:

@@ -42,7 +42,8 @@ from typing import Literal
 
 import numpy as np
 
-from perception.media.sources import AudioIn, Source, SourceError, redact_uri
+from perception.media.redact import redact_text
+from perception.media.sources import AudioIn, Source, SourceError
 from perception.media.video import ANALYSIS_MAX_SIDE, Frame, grey_thumbnail
 
 __all__ = ["KEYFRAMES_AFTER_S", "AudioChunk", "Gateway", "Mode", "SourceStats"]
@@ -243,7 +244,7 @@ class Gateway:
                 except Exception as exc:  # the worker's top loop: classify, log, reconnect or fail
                     if not isinstance(exc, SourceError):
                         logger.exception("decoder of %s failed", self.source.key)
-                    message = redact_uri(str(exc))
+                    message = redact_text(str(exc))
                     self.stats.last_error = message
                     if not self.source.live:
                         self.stats.state = "failed"

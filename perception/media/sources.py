@@ -6,9 +6,13 @@ stored in memory, with any credentials removed), whether it is *live*, and how t
 stream's own timestamps (``None`` when a live packet has none). Sampling, time mapping, queues and
 reconnects are the gateway's job (:mod:`perception.media.gateway`).
 
-Every network open uses both FFmpeg's socket timeout and PyAV's interrupt-based
-``timeout=(open, read)``: without them a silent RTSP server hangs ``av.open`` forever. Every
-packet of a live stream is decoded (the first IDR packet may carry no timestamp).
+HTTP(S) sources (MPEG-TS, HLS, MP4) are fetched by :mod:`perception.media.fetch` (every hop pinned
+and checked by the source's :class:`~perception.media.fetch.NetGuard`) and FFmpeg reads the fetched
+bytes through media-only demuxers; a checked RTSP source is opened by FFmpeg through a loopback
+relay to the checked address (:mod:`perception.media.rtsp_relay`: no redirect gets through). Every network
+open uses both socket timeouts and PyAV's interrupt-based ``timeout=(open, read)``: without them a
+silent server hangs ``av.open`` forever. Every packet of a live stream is decoded (the first IDR
+packet may carry no timestamp).
 
 URI forms: a file path; ``rtsp://`` / ``rtsps://``; ``http(s)://`` (MPEG-TS, HLS ``.m3u8``, faststart
 MP4); ``/dev/videoN`` or ``v4l2:///dev/videoN``; a folder of images; ``phone:CAMERA`` (chunks posted by
@@ -18,15 +22,13 @@ the phone page, :mod:`plugin.phone`).
 from __future__ import annotations
 
 import logging
-import queue
 import re
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import av
 import av.error
@@ -35,8 +37,12 @@ import numpy as np
 
 from perception.media.audio import DIGITAL_SILENCE, MAX_BAD_RUN, SAMPLE_RATE
 from perception.errors import MediaError
+from perception.media.fetch import LOCAL_MEDIA_OPTIONS, MEDIA_OPTIONS, FetchRefused, NetGuard, open_media
+from perception.media.bytefeed import ByteFeed
 from perception.media.images import read_image
 from perception.media.keygate import KeyframeGate
+from perception.media.redact import redact_uri
+from perception.media.rtsp_relay import RtspRelay
 from perception.media.video import resize_long_side
 
 __all__ = [
@@ -49,27 +55,10 @@ logger = logging.getLogger(__name__)
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 #: protocols a network source may open (an HLS playlist must not pull in file: or other local URLs)
 _NET_PROTOCOLS = "rtsp,rtsps,rtp,srtp,udp,tcp,tls,http,https,httpproxy,crypto,data"
-_SECRET_PARAMS = re.compile(r"(pass|pwd|token|key|secret|auth|sig|credential)", re.IGNORECASE)
 
 
 class SourceError(MediaError):
     """A source cannot be opened or read (missing, unreachable, unsupported, corrupt, stalled)."""
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` without credentials: user:password is removed and secret-looking query values masked.
-
-    The result is what logs, tool results and stored records (the source key) show.
-    """
-    if "://" not in uri:
-        return uri
-    parts = urlsplit(uri)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = parts.query
-    if query:
-        pairs = [(k, "***" if _SECRET_PARAMS.search(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
-        query = urlencode(pairs, safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @dataclass(frozen=True)
@@ -154,6 +143,10 @@ class Source:
     keyframes_only: bool = field(default=False, compare=False)
     #: ... and of those only the ones whose packet sizes (or age) call for a look
     key_gate: KeyframeGate = field(default_factory=KeyframeGate, compare=False, repr=False)
+    #: what a network source may connect to (``None``: a trusted source, any host; see :mod:`perception.media.fetch`)
+    guard: NetGuard | None = field(default=None, compare=False, repr=False)
+    #: checks a local file before it is read, returning its resolved path (``None``: a trusted source)
+    confine: Callable[[str], Path] | None = field(default=None, compare=False, repr=False)
     #: frames the consumer samples per second (set by the gateway); a stream at least
     #: :data:`SPARSE_RATIO` times faster does not decode the frames no other frame refers to
     sample_fps: float | None = field(default=None, compare=False)
@@ -195,36 +188,62 @@ def _av_error(source: Source, exc: BaseException, action: str) -> SourceError:
 
 
 class AVSource(Source):
-    """A source FFmpeg opens: file, RTSP/RTSPS, HTTP(S) stream, V4L2 device, or a byte feed."""
+    """A source FFmpeg opens: file, RTSP/RTSPS, HTTP(S) stream (fetched here, :mod:`perception.media.fetch`),
+    V4L2 device."""
 
-    def _open(self) -> Any:
+    def _open(self, stop: threading.Event) -> tuple[Any, Any]:
+        """The open container, and the fetched byte stream it reads (``None`` when FFmpeg reads itself)."""
         o = self.options
         open_t = float(o.get("open_timeout_s", 10.0))
         read_t = float(o.get("read_timeout_s", 10.0))
         if self.kind == "file":
-            return av.open(self.uri)
+            return av.open(self.uri, options=dict(LOCAL_MEDIA_OPTIONS)), None
         if self.kind == "rtsp":
             opts = {"rtsp_transport": str(o.get("rtsp_transport", "tcp")), "timeout": str(int(read_t * 1e6)),
                     "protocol_whitelist": _NET_PROTOCOLS}
-            return av.open(self.uri, options=opts, timeout=(open_t, read_t))
+            if self.guard is None:
+                return av.open(self.uri, options=opts, timeout=(open_t, read_t)), None
+            # a checked source talks to the checked address through a relay that lets no redirect through
+            relay = RtspRelay(self.guard.pin(self.uri), open_t, read_t)
+            try:
+                return av.open(relay.url(self.uri), options=opts, timeout=(open_t, read_t)), relay
+            except (av.error.FFmpegError, OSError) as exc:
+                relay.close()
+                if relay.refused is not None:
+                    raise FetchRefused(relay.refused, self.key) from exc
+                raise
         if self.kind == "http":
-            opts = {"reconnect": "0", "rw_timeout": str(int(read_t * 1e6)), "protocol_whitelist": _NET_PROTOCOLS}
-            return av.open(self.uri, options=opts, timeout=(open_t, read_t))
+            feed = open_media(self.uri, self.guard or NetGuard(), open_t, read_t, stop)
+            try:
+                return av.open(feed, mode="r", options=dict(MEDIA_OPTIONS), timeout=(open_t, read_t)), feed
+            except BaseException:
+                feed.close()
+                raise
         if self.kind == "v4l2":
             device = self.uri.removeprefix("v4l2://")
             opts = {k: str(o[k]) for k in ("video_size", "framerate", "input_format") if k in o}
-            return av.open(device, format="v4l2", options=opts, timeout=(open_t, read_t))
+            return av.open(device, format="v4l2", options=opts, timeout=(open_t, read_t)), None
         raise AssertionError(self.kind)
 
     def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
         if self.kind == "file" and not Path(self.uri).is_file():
             raise SourceError(f"media file not found: {self.uri!r}; check the path", self.uri)
         try:
-            container = self._open()
-        except (av.error.FFmpegError, OSError) as exc:
+            container, feed = self._open(stop)
+        except FetchRefused as exc:
+            raise SourceError(f"cannot open {self.key!r}: {exc}", self.key) from exc
+        except (av.error.FFmpegError, OSError, MediaError) as exc:
             raise _av_error(self, exc, "open") from exc
-        with container:
-            yield from _demux(self, container, stop, start_s)
+        try:
+            with container:
+                yield from _demux(self, container, stop, start_s)
+        except SourceError:
+            raise
+        except MediaError as exc:  # a later hop (a playlist's next segment, a reload) was refused or failed
+            raise SourceError(f"cannot read {self.key!r} on: {exc}", self.key) from exc
+        finally:
+            if feed is not None:
+                feed.close()
 
 
 def _demux(source: Source, container: Any, stop: threading.Event, start_s: float) -> Iterator[VideoIn | AudioIn]:
@@ -247,7 +266,10 @@ def _demux(source: Source, container: Any, stop: threading.Event, start_s: float
             container.seek(int(start_s / vs.time_base), stream=vs)
         except av.error.FFmpegError:
             logger.warning("seek to %.2fs failed in %s; decoding from the start", start_s, source.key)
-            container.seek(0, stream=vs)
+            try:
+                container.seek(0, stream=vs)
+            except av.error.FFmpegError:
+                pass  # a fetched stream cannot seek: it is read from where it is (the gateway skips to start_s)
     chunks = _AudioChunker() if audio is not None else None
     streams = [vs] if audio is None else [vs, audio]
     decoded = 0
@@ -447,13 +469,28 @@ def _digital_silence(frame: Any) -> bool:
 
 
 class ImageFolderSource(Source):
-    """A folder of still images, in name order, one every ``image_interval_s`` seconds of media time."""
+    """A folder of still images, in name order, one every ``image_interval_s`` seconds of media time.
+
+    With :attr:`~Source.confine` set, every file is resolved and checked on its own: a symbolic link
+    leading out of the allowed roots is skipped, not followed.
+    """
+
+    def _confined(self, path: Path) -> Path | None:
+        assert self.confine is not None
+        try:
+            real = self.confine(str(path))
+        except ValueError:
+            logger.warning("skipping %s: it leads outside the allowed roots", path.name)
+            return None
+        return real if real.is_file() else None
 
     def open_stream(self, stop: threading.Event, start_s: float = 0.0) -> Iterator[VideoIn | AudioIn]:
         folder = Path(self.uri)
         if not folder.is_dir():
             raise SourceError(f"image folder not found: {self.uri!r}; check the path", self.uri)
         images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if self.confine is not None:
+            images = [p for p in (self._confined(p) for p in images) if p is not None]
         if not images:
             raise SourceError(f"no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {self.uri!r}", self.uri)
         interval = float(self.options.get("image_interval_s", 1.0))
@@ -474,68 +511,6 @@ class ImageFolderSource(Source):
             yield VideoIn(t, image)
 
 
-class ByteFeed:
-    """A blocking byte pipe: the phone upload endpoint writes, FFmpeg reads (non-seekable).
-
-    :meth:`restart` ends the current stream (the reader sees EOF) so a new recording, with its own
-    container header, starts a fresh decode.
-    """
-
-    def __init__(self, max_chunks: int = 256, read_timeout_s: float = 10.0) -> None:
-        self._q: queue.Queue[bytes | None] = queue.Queue(max_chunks)
-        self._buf = b""
-        self.read_timeout_s = read_timeout_s
-        self.bytes_in = 0
-        self.closed = False
-        self._eof = False
-
-    def begin(self) -> None:
-        """Start reading the next stream (after the previous one reached its end)."""
-        self._eof = False
-
-    def write(self, data: bytes) -> bool:
-        """Queue a chunk; returns False (chunk dropped) when the reader is too far behind."""
-        try:
-            self._q.put_nowait(data)
-        except queue.Full:
-            return False
-        self.bytes_in += len(data)
-        return True
-
-    def restart(self) -> None:
-        """End the current stream; the next bytes start a new one."""
-        try:
-            self._q.put_nowait(None)
-        except queue.Full:
-            pass
-
-    def close(self) -> None:
-        """End the feed for good."""
-        self.closed = True
-        self.restart()
-
-    def read(self, n: int = -1) -> bytes:
-        """FFmpeg's read callback: block until data arrives; ``b""`` at the end of a stream."""
-        deadline = time.monotonic() + self.read_timeout_s
-        if self._eof:
-            return b""
-        while not self._buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no data from the phone for {self.read_timeout_s:.0f}s")
-            try:
-                chunk = self._q.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                continue
-            if chunk is None:
-                self._eof = True
-                return b""
-            self._buf = chunk
-        size = len(self._buf) if n is None or n < 0 else n
-        out, self._buf = self._buf[:size], self._buf[size:]
-        return out
-
-
 class PhoneSource(Source):
     """A browser camera: MediaRecorder chunks posted to the server land in :attr:`feed`."""
 
@@ -553,15 +528,20 @@ class PhoneSource(Source):
         self.feed.begin()
         try:
             # small probe: a live recording never reaches EOF, so probe on what the first chunks hold
-            container = av.open(self.feed, mode="r", options={"probesize": "65536", "analyzeduration": "1000000"})
+            container = av.open(self.feed, mode="r", options={"probesize": "65536", "analyzeduration": "1000000",
+                                                              **MEDIA_OPTIONS})
         except (av.error.FFmpegError, OSError) as exc:
             raise _av_error(self, exc, "open") from exc
         with container:
             yield from _demux(self, container, stop, 0.0)
 
 
-def make_source(uri: str, options: dict[str, Any] | None = None) -> Source:
+def make_source(uri: str, options: dict[str, Any] | None = None, *, guard: NetGuard | None = None,
+                confine: Callable[[str], Path] | None = None) -> Source:
     """Parse ``uri`` into a :class:`Source` (nothing is opened).
+
+    ``guard`` limits what a network source connects to (every hop); ``confine`` checks every file a
+    folder source reads (a tool call's source: the access policy's path check). Both ``None``: trusted.
 
     Raises:
         SourceError: the URI's scheme is not supported, or a local path does not exist.
@@ -571,9 +551,9 @@ def make_source(uri: str, options: dict[str, Any] | None = None) -> Source:
     if uri.startswith("phone:"):
         return PhoneSource(uri, opts)
     if scheme in ("rtsp", "rtsps"):
-        return AVSource(uri=uri, kind="rtsp", live=True, options=opts)
+        return AVSource(uri=uri, kind="rtsp", live=True, options=opts, guard=guard)
     if scheme in ("http", "https"):
-        return AVSource(uri=uri, kind="http", live=bool(opts.get("live", True)), options=opts)
+        return AVSource(uri=uri, kind="http", live=bool(opts.get("live", True)), options=opts, guard=guard)
     if scheme == "v4l2" or uri.startswith("/dev/video"):
         return AVSource(uri=uri, kind="v4l2", live=True, options=opts)
     if scheme and scheme != "file":
@@ -581,7 +561,7 @@ def make_source(uri: str, options: dict[str, Any] | None = None) -> Source:
                           "rtsps://, http(s)://, /dev/videoN or phone:CAMERA", redact_uri(uri))
     path = Path(uri.removeprefix("file://")).expanduser()
     if path.is_dir():
-        return ImageFolderSource(uri=str(path.resolve()), kind="images", live=False, options=opts)
+        return ImageFolderSource(uri=str(path.resolve()), kind="images", live=False, options=opts, confine=confine)
     if not path.exists():
         raise SourceError(f"media file not found: {str(path)!r}; check the path", str(path))
     return AVSource(uri=str(path.resolve()), kind="file", live=False, options=opts)

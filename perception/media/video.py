@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from perception.errors import MediaError
+from perception.media.fetch import LOCAL_MEDIA_OPTIONS
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def _check_path(path: str | Path) -> Path:
 
 def _open(p: Path) -> av.container.InputContainer:
     try:
-        return av.open(str(p))
+        return av.open(str(p), options=dict(LOCAL_MEDIA_OPTIONS))
     except av.error.FFmpegError as exc:
         raise MediaError(
             f"cannot read {str(p)!r} as media ({type(exc).__name__}: {exc.strerror or exc}); "

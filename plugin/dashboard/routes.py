@@ -25,7 +25,7 @@ from memory.errors import MemoryStoreError, NotFoundError
 from perception.errors import MediaError
 from plugin.dashboard import views
 from plugin.errors import PluginError
-from tools.access import AccessPolicy
+from tools.access import AccessPolicy, start_checked
 
 __all__ = ["add_routes"]
 
@@ -137,9 +137,7 @@ def add_routes(server: Any, get_engine: Callable[[], Any], read_only: bool) -> N
                 raise ValueError("type a source first: a file path, rtsp://…, http(s)://… or /dev/videoN")
             # The page obeys the manifest's access section exactly like the capture_start tool.
             policy = AccessPolicy.from_config(getattr(engine.manifest, "access", None))
-            policy.check_capacity([c.state for c in engine.worker.status()])
-            checked = policy.check_source(source)
-            info = await anyio.to_thread.run_sync(lambda: engine.worker.start_capture(checked, camera, None))
+            info = await start_checked(engine.worker, policy, source, camera, None)
             note = f"started {info.camera_id}"
         except (ValueError, KeyError, OSError, PluginError, MediaError) as exc:
             note, error = f"not started: {_message(exc)}", True

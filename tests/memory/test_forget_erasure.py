@@ -103,3 +103,33 @@ def test_split_moves_only_what_belongs_to_the_split_off_sightings(store: MemoryS
     assert owner[name_fact] == ["person_0001"]  # the name stays with the person it was given to
     assert owner["fct_kettle"] == [new.id] and owner["fct_mug"] == ["person_0001"]
     assert store.get_entity("person_0001").name == "Alice" and new.name is None
+
+
+def test_forget_scrubs_rules_and_notifications_that_name_the_entity_or_show_its_key_frames(store: MemoryStore) -> None:
+    from memory.procedural import ProceduralMemory, RuleConditions
+
+    populate(store)  # Alice = person_0001, Bob = person_0002
+    name_entity(store, "person_0001", "Alice")
+    frame = make_segment(0, entity_ids=["person_0001"]).keyframes[0]
+    store.upsert_rows("keyframes", [frame.model_dump()])
+    rules = ProceduralMemory(store)
+    named = rules.add_rule("tell me when Alice (person_0001) is at the door",
+                           conditions=RuleConditions(entities=["person_0001"]))
+    by_name = rules.add_rule("Alice at the fridge", conditions=RuleConditions(entities=["Alice"], objects=["refrigerator"]))
+    other = rules.add_rule("a dog on the couch", conditions=RuleConditions(objects=["dog"]))
+    store.upsert_rows("notifications", [{
+        "id": "ntf_1", "rule_id": other.id, "trace_id": "t", "camera_id": "kitchen", "decision": "fire",
+        "reason": "Alice (person_0001) walked by", "channels_json": "[]", "created_at": 1.0, "entity_id": "",
+        "keyframe_id": frame.id, "seq": 1, "payload_json": json.dumps({"keyframe_id": frame.id, "message": "Alice"}),
+    }])
+
+    forget_entity(store, "person_0001")
+
+    rows = {r["id"]: r for r in store.scan_rows("rules")}
+    assert "Alice" not in rows[named.id]["text"] and "person_0001" not in rows[named.id]["text"] + rows[named.id]["conditions_json"]
+    assert not rows[named.id]["enabled"] and not rows[by_name.id]["enabled"] and rows[other.id]["enabled"]
+    assert "Alice" not in rows[by_name.id]["conditions_json"] + rows[by_name.id]["text"]
+    note = store.scan_rows("notifications", "id = 'ntf_1'")[0]
+    assert note["keyframe_id"] == "" and frame.id not in note["payload_json"] and "Alice" not in note["payload_json"]
+    assert "person_0001" not in note["reason"] and store.keyframes([frame.id]) == []
+    assert {r.id for r in rules.list_rules()} == {named.id, by_name.id, other.id}  # still readable as rules

@@ -90,3 +90,32 @@ def test_capture_status_counts_the_skipped_packets_of_a_damaged_file(tmp_path: P
         finally:
             worker.stop()
     assert info.state == "done" and info.stats["bad_packets"] >= 1 and info.stats["partial"] is False
+
+
+def test_an_ingest_that_stops_on_damage_says_how_many_segments_it_kept(tmp_path: Path) -> None:
+    import numpy as np
+
+    from perception.media.sources import SourceError
+    from tests.plugin.stream_media import COLOURS
+
+    path = tmp_path / "broken.mkv"
+    rng = np.random.default_rng(3)
+    with av.open(str(path), "w", format="matroska") as out:  # 15 s of MJPEG, then 25 s of undecodable frames
+        vs = out.add_stream("mjpeg", rate=10)
+        vs.width, vs.height, vs.pix_fmt = 160, 120, "yuvj420p"
+        for i in range(400):
+            image = np.zeros((120, 160, 3), np.uint8)
+            image[:] = COLOURS[(i // 10) % len(COLOURS)]
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts = i
+            for packet in vs.encode(frame):
+                if i >= 150:
+                    junk = av.Packet(b"\xff\xd8\xff\xc0" + bytes(rng.integers(0, 255, 400, dtype=np.uint8)))
+                    junk.pts, junk.dts, junk.time_base, junk.stream = packet.pts, packet.dts, packet.time_base, vs
+                    packet = junk
+                out.mux(packet)
+    with engine_for(tmp_path, perception=NO_MODELS) as engine:
+        with pytest.raises(SourceError) as info:
+            engine.ingest_file(path)
+        kept = len(engine.store.timeline())
+    assert kept >= 5 and f"{kept} segment(s) before it were kept" in str(info.value)

@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fake_vlm_server import FakeVLMServer, Reply, prompt_text
 
 from perception.describe.context import ContextBuilder
@@ -41,15 +43,17 @@ def _responder(body: dict[str, Any]) -> dict[str, Any]:
             "risk": "none", "risk_reason": "a performance"}
 
 
-def test_vlm_stage_on_the_real_clip_through_the_engine(hamilton: Path, tmp_path: Path) -> None:
+def test_vlm_stage_on_the_real_clip_through_the_engine(hamilton: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """live_latency with a VLM: identities first, then the VLM's anchored text; context, rules and steering
     reach every prompt; a claim about a non-existent anchor never reaches memory."""
+    monkeypatch.setenv("RW_TEST_VLM_KEY", "sk-x")
     with FakeVLMServer(require_images=True, require_text=HEADERS, responder=_responder, api_key="sk-x") as fake:
         fake.enqueue(Reply(status=429), Reply(content="{oops"))  # the first segment needs 3 attempts
         perception = {"sample_fps": 2.0, "min_segment_s": 0.5, "max_segment_s": 1.5, "keyframes_per_segment": 1,
                       "mode": "live_latency", "ocr": {"type": "none"}, "asr": {"type": "none"},
                       "objects": {"type": "none"}, "body": {"type": "none"}}
-        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:sk-x}", "stages": {"segment": {"timeout_s": 10}}}
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY}", "stages": {"segment": {"timeout_s": 10}}}
         with engine_for(tmp_path, perception=perception, vlm=vlm, rules=[{"text": RULE}]) as engine:
             steer: list[str] = []
 

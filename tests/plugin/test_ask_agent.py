@@ -33,7 +33,7 @@ def anyio_backend() -> str:
 def qa_manifest(ingested: Path, tmp_path: Path, base_url: str, **qa: Any) -> Path:
     """The ingested store's manifest plus a ``qa`` section pointing at the fake model."""
     data = yaml.safe_load(ingested.read_text())
-    data["qa"] = {"base_url": base_url, "model": "fake-qa", "api_key": "${RW_QA_KEY:sk-test}", **qa}
+    data["qa"] = {"base_url": base_url, "model": "fake-qa", "api_key": "${RW_QA_KEY:}", **qa}
     path = tmp_path / "qa.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -52,6 +52,16 @@ def test_oversized_and_overly_deep_manifests_are_refused(tmp_path: Path) -> None
     deep.write_text("a: " + "[" * 100 + "]" * 100)
     with pytest.raises(ManifestError, match="nested more than"):
         load_manifest(deep)
+    for name, text in (("deeper.yaml", "a: " + "[" * 5000 + "]" * 5000), ("deep.toml", "a = " + "[" * 900 + "]" * 900),
+                       ("flow.yaml", "a: " + "{b: " * 3000 + "1" + "}" * 3000)):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ManifestError, match="nested more than") as info:
+            load_manifest(tmp_path / name)
+        assert "Traceback" not in str(info.value)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("user_id: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ManifestError, match="not UTF-8") as info:
+        load_manifest(latin)
 
 
 def test_literal_secrets_are_rejected_with_the_env_form_as_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,7 +71,17 @@ def test_literal_secrets_are_rejected_with_the_env_form_as_the_fix(monkeypatch: 
     text = str(info.value)
     assert "vlm.api_key: a secret is written into the manifest" in text and "${VLM_API_KEY}" in text
     assert "server.http.token" in text and "sk-live-123" not in text and "hunter2" not in text
+    with pytest.raises(ManifestError) as info:
+        parse_manifest({"vlm": {"base_url": "http://h/v1", "model": "m", "api_key": "${RW_KEY:sk-default-9}"},
+                        "sources": [{"uri": "rtsp://admin:pw-in-url@cam.lan/live"},
+                                    {"uri": "https://cam.lan/live.m3u8?access_token=tk-in-url"}],
+                        "notifications": {"channels": {"mqtt": {"host": "h", "username": "u", "password": "mq-pw"}}}})
+    text = str(info.value)
+    assert text.count("written into the manifest") == 4 and "notifications.channels.mqtt.password" in text
+    assert not any(s in text for s in ("sk-default-9", "pw-in-url", "tk-in-url", "mq-pw"))
     monkeypatch.setenv("RW_KEY", "sk-live-123")
+    monkeypatch.setenv("RW_CAM_PW", "pw")
+    parse_manifest({"sources": [{"uri": "rtsp://admin:${RW_CAM_PW}@cam.lan/live"}, {"uri": "rtsp://admin@cam.lan/"}]})
     ok = parse_manifest({"vlm": {"base_url": "http://h/v1", "model": "m", "api_key": "${RW_KEY}"},
                          "server": {"http": {"token": "${RW_TOKEN:}"}}})
     assert ok.vlm is not None and ok.vlm.api_key.get_secret_value() == "sk-live-123"

@@ -149,7 +149,7 @@ def test_real_prompts_carry_camera_context_and_entity_history_through_cli_and_se
     for take in (first, second, third):
         shutil.copy(CLIP, take)
     with FakeVLMServer(require_images=True) as fake:
-        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:k}", "max_attempts": 1}
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:}", "max_attempts": 1}
         manifest = write_manifest(tmp_path, perception={**QUICK, "level": "full"}, vlm=vlm,
                                   access={"roots": [str(tmp_path)]})
 
@@ -272,7 +272,7 @@ def test_vlm_rule_signals_notify_for_rules_only_a_vlm_can_judge(tmp_path: Path, 
     clip = tmp_path / "stage.mp4"
     shutil.copy(CLIP, clip)
     with FakeVLMServer(responder=responder) as fake:
-        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:k}", "max_attempts": 1}
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:}", "max_attempts": 1}
         manifest = write_manifest(tmp_path, perception={"level": "light"}, vlm=vlm,
                                   rules=[{"text": rule, "cooldown_s": 0}],
                                   notifications={"policy": {"event_gap_s": 0.0}})

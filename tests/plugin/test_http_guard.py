@@ -11,7 +11,7 @@ import httpx2
 import pytest
 import yaml
 
-from plugin.guard import Pairing
+from plugin.guard import DASHBOARD, Pairing
 from plugin.http import build_http_app
 from plugin.manifest import load_manifest
 from plugin.server import create_server
@@ -158,7 +158,7 @@ async def test_a_dashboard_pairing_link_opens_the_dashboard_but_never_mcp(tmp_pa
     app = build_http_app(server, "127.0.0.1", "tok-123", max_body_bytes=LIMIT, pairing=pairing)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765") as client:
         locked = await client.get("/")
-        paired = await client.get(f"/?pair={pairing.issue()}")
+        paired = await client.get(f"/?pair={pairing.issue(DASHBOARD)}")
         cookie = paired.headers["set-cookie"]
         session = cookie.split(";", 1)[0].split("=", 1)[1]
         mcp = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
@@ -168,4 +168,31 @@ async def test_a_dashboard_pairing_link_opens_the_dashboard_but_never_mcp(tmp_pa
     assert locked.status_code == 401 and page.status_code != 401
     assert paired.status_code == 303 and paired.headers["location"] == "/" and "rw_dashboard=" in cookie
     assert "HttpOnly" in cookie and "Path=/" in cookie
-    assert mcp.status_code == 401 and phone.status_code == 401  # the dashboard cookie opens only the dashboard
+    assert mcp.status_code == 401 and phone.status_code == 403  # the dashboard cookie opens only the dashboard
+
+
+async def test_a_phone_session_gets_403_on_every_dashboard_route_and_its_code_does_not_open_the_dashboard(
+        tmp_path: Path) -> None:
+    server = create_server(load_manifest(write_manifest(tmp_path)))
+    pairing = Pairing()
+    app = build_http_app(server, "127.0.0.1", "tok-123", max_body_bytes=LIMIT, pairing=pairing)
+    routes = [(r.path, sorted(r.methods or [])) for r in app.app.routes if hasattr(r, "methods")]  # type: ignore[attr-defined]
+    dashboard = [(path.replace("{", "").replace("}", "").replace(".jpg", "x.jpg"), method) for path, methods in routes
+                 for method in methods if method in ("GET", "POST") and not path.startswith(("/phone", "/mcp"))]
+    assert len(dashboard) >= 15 and ("/sources/start", "POST") in dashboard and ("/rules", "POST") in dashboard
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765") as client:
+        phone_code = pairing.issue()
+        wrong_page = await client.get(f"/?pair={phone_code}")  # a phone link's code redeemed on the dashboard
+        paired = await client.get(f"/phone?pair={phone_code}")
+        session = paired.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+        client.cookies.clear()
+        answers = {}
+        for path, method in dashboard:
+            for name in ("rw_phone", "rw_dashboard"):
+                reply = await client.request(method, path, headers={"Cookie": f"{name}={session}", "HX-Request": "true"},
+                                             data={"source": "/etc/hostname", "text": "x"} if method == "POST" else None)
+                answers[(path, method, name)] = reply.status_code
+        phone = await client.get("/phone", headers={"Cookie": f"rw_phone={session}"})
+    assert wrong_page.status_code == 401 and paired.status_code == 303
+    assert set(answers.values()) == {403}, answers
+    assert phone.status_code == 200

@@ -39,7 +39,7 @@ def test_ingest_describes_segments_with_the_configured_vlm_and_keeps_the_key_sec
     from plugin.manifest import load_manifest
     from plugin.engine import open_store
 
-    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "${RW_VLM_KEY:unused}")
+    env_manifest = manifest.read_text().replace("${RW_VLM_KEY}", "${RW_VLM_KEY:}")
     manifest.write_text(env_manifest)
     store = open_store(load_manifest(manifest))
     try:
@@ -72,7 +72,7 @@ def test_live_latency_commits_identities_first_and_the_vlm_text_reconciles_after
         return responder(body)
 
     with FakeVLMServer(require_images=True, responder=unlocked_responder) as fake:
-        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:k}", "max_attempts": 1}
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:}", "max_attempts": 1}
         with engine_for(tmp_path, perception=LIVE, vlm=vlm) as engine:
             engines.append(engine)
             committed: list[Any] = []
@@ -100,7 +100,7 @@ def test_a_failing_vlm_never_loses_a_segment_in_live_latency(tmp_path: Path) -> 
     shutil.copy(CLIP, clip)
     with FakeVLMServer() as fake:
         fake.enqueue(*[Reply(status=500) for _ in range(40)])
-        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:k}", "max_attempts": 1}
+        vlm = {"base_url": fake.base_url, "model": "fake-vlm", "api_key": "${RW_TEST_VLM_KEY:}", "max_attempts": 1}
         with engine_for(tmp_path, perception=LIVE, vlm=vlm) as engine:
             report = engine.ingest_file(clip, "stage")
             traces = engine.store.timeline()

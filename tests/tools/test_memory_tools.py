@@ -128,7 +128,7 @@ async def test_search_says_how_it_read_the_query_and_what_it_could_not_understan
     async with Client(create_server(load_manifest(ingested))) as client:
         unknown = await client.call_tool("memory_search", {"query": "Zorro on stage at 25 pm", "limit": 3})
         named = await client.call_tool("memory_search", {"query": "person_0001 close-up", "limit": 3})
-        nobody = await client.call_tool("memory_search", {"query": "Zorro Zapatero", "limit": 3})
+        nobody = await client.call_tool("memory_search", {"query": "Zebulon Quetzal", "limit": 3})
     assert not unknown.is_error
     understood = unknown.structured_content["understood"]
     assert understood["cameras"] == ["stage"]
@@ -141,6 +141,8 @@ async def test_search_says_how_it_read_the_query_and_what_it_could_not_understan
     assert hits and "person_0001" in hits[0]["entity_ids"] and 0 < hits[0]["score"] <= 1
     assert any(m["field"] == "names" and m["entity_id"] == "person_0001" for m in hits[0]["why"])
     assert "(matched: names" in named.content[0].text
-    # nothing answers any part of it: no hits scored 0, and a note that says so
-    assert nobody.structured_content["hits"] == []
+    # nothing answers any part of it: no hits scored 0, and a note that says so. The names are far from
+    # every text of the clip in meaning (cosine about -0.18, the floor is 0.15), whatever the transcript
+    # the CPU's kernels produce ("Zorro Zapatero" sat at 0.175, just above the floor)
+    assert nobody.structured_content["hits"] == [], [h["why"] for h in nobody.structured_content["hits"]]
     assert "nothing stored answers any part" in " ".join(nobody.structured_content["understood"]["notes"])
