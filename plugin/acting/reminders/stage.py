@@ -64,6 +64,8 @@ class ReminderStage:
                                  max_age_days=config.max_age_days)
         self.rule = PROACTIVE.model_copy(update={"severity": config.severity})
         self._lock = threading.Lock()
+        #: held from reading what was said to recording what is said now
+        self._deciding = threading.Lock()
         #: (camera, focus key) → wall time of the last reminder about it
         self._last: dict[tuple[str, str], float] = {}
         #: (camera, UTC day) → reminders said
@@ -97,10 +99,11 @@ class ReminderStage:
             return None
         wall = write.trace.wall_start
         horizon = self.config.respeak_after_days * 86400.0 if self.config.respeak_after_days else None
-        item = select(candidates, focus, self.spoken.said(horizon, now=wall), now=wall, settings=self.gate)
-        if item is None:
-            return None
-        return self._say(write, focus, item)
+        with self._deciding:  # two cameras seeing the same person at once: one of them says it
+            item = select(candidates, focus, self.spoken.said(horizon, now=wall), now=wall, settings=self.gate)
+            if item is None:
+                return None
+            return self._say(write, focus, item)
 
     def focus(self, write: SegmentWrite) -> Focus:
         """The named people, confident object classes and (optionally) words of a segment."""
