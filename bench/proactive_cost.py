@@ -80,7 +80,7 @@ def run(clip: Path, seconds: float, notes: list[Note], enabled: bool) -> dict[st
             sent = eng.notifications.procedural.decisions(0, "sent", rule_id="rule_proactive")
     return {"proactive": enabled, "media_s": round(seconds, 1), "segments": report.segments_written,
             "cpu_s_per_media_s": round(used / seconds, 4), "stage_cpu_s_per_media_s": round(stage / seconds, 5),
-            "stage_share": round(stage / used, 4) if used else None, "reminders": len(sent)}
+            "stage_share": round(stage / used, 4) if used else None, "reminders": [d.message for d in sent]}
 
 
 def main() -> None:
