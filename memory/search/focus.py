@@ -8,7 +8,7 @@ people in view; whether one is worth saying is the gate's decision, not this mod
 
 Notes are kept in memory (:class:`FocusIndex`) and re-read when their number changes (checked at
 most every ``check_s``): a count over the notes' camera is an index look-up, a scan per segment
-would grow with the store.
+would grow with the store. Facts are re-read when the facts table's version changes (looked at as often).
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class FocusIndex:
     _count: int = -1
     _checked: float = float("-inf")
     _facts: tuple[int, dict[str, list[Any]]] | None = None
+    _facts_checked: float = float("-inf")
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def invalidate(self) -> None:
@@ -137,7 +138,12 @@ class FocusIndex:
         return out
 
     def _fact_candidates(self, focus: Focus) -> list[Candidate]:
-        version = self.store.table_version("facts")
+        now = time.monotonic()
+        if self._facts is None or now - self._facts_checked >= self.check_s:
+            self._facts_checked = now
+            version = self.store.table_version("facts")
+        else:
+            version = self._facts[0]
         if self._facts is None or self._facts[0] != version:
             by_entity: dict[str, list[Any]] = {}
             for fact in self.store.facts():

@@ -3,7 +3,7 @@
 Table ``spoken`` (one row per evidence id and reminder, ids ``spk_<12 hex>``): the evidence id, the
 reminder's notification id and text, the camera and the wall time it was said. Rows survive
 restarts; the set is cached in memory and re-read when the table's version changes (another
-process said something). Forgetting an entity deletes the notes that name it and these rows with
+process said something; looked at every ``check_s``). Forgetting an entity deletes the notes that name it and these rows with
 them (``memory/identity/identity_ops.py``).
 """
 
@@ -25,16 +25,22 @@ SPOKEN_TABLE = "spoken"
 class SpokenMemory:
     """The evidence ids already said, over an open store."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, check_s: float = 2.0) -> None:
         self.store = store
+        #: how often the table's version is looked at (this process's own records apply at once)
+        self.check_s = check_s
         self._lock = threading.Lock()
         self._version: int | None = None
+        self._checked = float("-inf")
         self._said: dict[str, float] = {}
 
     def said(self, horizon_s: float | None = None, now: float | None = None) -> set[str]:
         """Evidence ids said (within ``horizon_s`` of ``now`` when given: older ones may be said again)."""
         with self._lock:
-            version = self.store.table_version(SPOKEN_TABLE)
+            now_m = time.monotonic()
+            version = self._version
+            if now_m - self._checked >= self.check_s:
+                self._checked, version = now_m, self.store.table_version(SPOKEN_TABLE)
             if version != self._version:
                 said: dict[str, float] = {}
                 for row in self.store.scan_rows(SPOKEN_TABLE):
