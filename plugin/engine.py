@@ -47,7 +47,7 @@ from perception.describe.context import (
 )
 from perception.describe.vlm import VLMClient
 from perception.describe.vlm_stage import VLMSegmentStage
-from perception.detectors.backends import set_model_threads
+from perception.detectors.model_files import set_model_threads
 from perception.drivers import heap
 from perception.drivers.analyzer import Models, Pipeline
 from perception.drivers.ingest import IngestReport, ProgressCallback, ingest_file

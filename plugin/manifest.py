@@ -30,7 +30,6 @@ from perception.settings import (
     YOLOObjectsConfig,
     YuNetFacesConfig,
 )
-from plugin.dashboard import DashboardConfig
 from plugin.errors import ManifestError, ManifestProblem
 from plugin.manifest_limits import (
     MAX_DEPTH,
@@ -40,7 +39,7 @@ from plugin.manifest_limits import (
     load_yaml_bounded,
     nesting_depth,
 )
-from plugin.acting.mqtt import MqttChannelConfig
+from plugin.manifest_sections import DashboardConfig, MqttChannelConfig
 
 __all__ = [
     "Manifest",

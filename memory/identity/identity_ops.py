@@ -32,14 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from .erasure import erase_history
 from ..errors import NotFoundError
-from .forget_refs import move_split_facts as _move_split_facts
-from .forget_refs import scrub_references
 from ..models import Entity, Fact, GalleryFace, IdentityDecision, Trace, stable_id
 from ..search.modes import sql_in, sql_literal
+from ..store.facade import MemoryStore
+from ..store.rows import trace_text
 from ..store.schema import SEARCHABLE
-from ..store.facade import MemoryStore, trace_text
+from .erasure import erase_history
+from .forget_refs import move_split_facts as _move_split_facts
+from .forget_refs import scrub_references
 
 __all__ = ["ForgetReport", "enrol_face", "entity_decisions", "forget_entity", "merge_entities", "name_entity",
            "record_decision", "split_entity"]

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .identity_ops import record_decision
 from ..models import Entity, GalleryVoice, stable_id
 from ..search.modes import sql_literal
 from ..store.facade import MemoryStore
+from .identity_ops import record_decision
 
 __all__ = ["enrol_voice"]
 

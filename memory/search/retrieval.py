@@ -32,27 +32,34 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-import lancedb
 import numpy as np
-import pyarrow as pa
 from lancedb import AsyncTable
 from lancedb.background_loop import LOOP
-from lancedb.query import AsyncQueryBase
 
-from .cards import CARD_COLUMN, CARD_COLUMNS, read_card
-from ..errors import MemoryStoreError
+from ..embedders import Embedder
 from ..models import QueryUnderstanding, SearchHit
+from .candidates import (
+    WALL_COLUMN,
+    Found,
+    assemble_rows,
+    fts_query,
+    gather_all,
+    latest_rowids,
+    nearest_query,
+    parse_row,
+    read_rows,
+    rowids_by_id,
+    take_rows,
+)
+from .cards import CARD_COLUMN, CARD_COLUMNS
+from .modes import SearchMode, build_where, sql_literal
 from .query import EntityName, Understood, Vocabulary, understand
 from .ranking import Prepared, Scored, collapse, finish_row, prepare_row
-from .modes import SearchMode, build_where, sql_in, sql_literal
-
-if TYPE_CHECKING:
-    from ..store.facade import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +67,6 @@ VOCAB_TTL_S = 2.0
 #: candidates per query and way, and rows read in full: one pool for every page up to this depth, so
 #: pages of one ranking never overlap (a deeper page gets a pool as deep as it)
 PAGE_POOL = 24
-#: IVF partitions probed per vector query: at 1M traces 6, 12 and 24 probes lose the same similarity to
-#: PQ quantisation (≈ 0.05 cosine over the top 10), so a few probes suffice
-NPROBES = 8
 #: query embeddings kept (least recently used dropped first)
 QUERY_CACHE = 256
 #: times a search gathers its candidates when rows moved before they were read
@@ -75,7 +79,6 @@ _COLUMNS: dict[str, list[str]] = {
     "schemas": ["id", "text", "title", "camera_id", "source", "t_start", "t_end", "wall_start", "entity_ids"],
     "facts": ["id", "text", "entity_ids", "importance", "status"],
 }
-_WALL = {"traces": "wall_start", "observations": "wall_start", "schemas": "wall_start"}
 
 
 @dataclass
@@ -86,10 +89,21 @@ class SearchOutcome:
     understood: QueryUnderstanding
 
 
+class SearchSource(Protocol):
+    """What a :class:`Retriever` reads of its store (a :class:`~memory.store.facade.MemoryStore`)."""
+
+    user_id: str
+    embedder: Embedder
+
+    def _embed(self, texts: list[str]) -> np.ndarray: ...
+    def _table(self, name: str) -> Any: ...
+    def _search_table(self, name: str) -> AsyncTable: ...
+
+
 class Retriever:
     """Runs searches for one :class:`~memory.store.facade.MemoryStore` (see the module docstring)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: SearchSource) -> None:
         self.store = store
         self._vocab: _Vocab | None = None
         self._lock = threading.Lock()
@@ -116,14 +130,14 @@ class Retriever:
             return cached.vocab, cached.names, cached.entity_map
         with self._lock:
             tables = [self._async_table(name) for name in _VOCAB_TABLES]
-            versions = tuple(LOOP.run(_gather_all(*(table.version() for table in tables))))
+            versions = tuple(LOOP.run(gather_all(*(table.version() for table in tables))))
             if cached is not None and cached.versions == versions:
                 self._vocab = replace(cached, at=time.monotonic())
                 return cached.vocab, cached.names, cached.entity_map
             user = f"user_id = {sql_literal(self.store.user_id)}"
-            rows, *camera_rows = LOOP.run(_gather_all(
-                _rows(tables[0], user, ["id", "kind", "name", "aliases", "merged_into"]),
-                *(_rows(table, user, ["camera_id"]) for table in tables[1:])))
+            rows, *camera_rows = LOOP.run(gather_all(
+                read_rows(tables[0], user, ["id", "kind", "name", "aliases", "merged_into"]),
+                *(read_rows(table, user, ["camera_id"]) for table in tables[1:])))
             merged = {r["id"]: r["merged_into"] for r in rows if r.get("merged_into")}
 
             def final(eid: str) -> str:
@@ -179,10 +193,10 @@ class Retriever:
             extra = []
             if len(cameras) > 1 and level in ("traces", "observations", "schemas"):
                 extra.append("camera_id IN (" + ", ".join(sql_literal(c) for c in cameras) + ")")
-            if until is not None and level in _WALL:
+            if until is not None and level in WALL_COLUMN:
                 extra.append(f"t_end <= {float(until)!r}")
-            if q.time is not None and level in _WALL:
-                extra.append(f"{_WALL[level]} >= {q.time.start!r} AND {_WALL[level]} < {q.time.end!r}")
+            if q.time is not None and level in WALL_COLUMN:
+                extra.append(f"{WALL_COLUMN[level]} >= {q.time.start!r} AND {WALL_COLUMN[level]} < {q.time.end!r}")
             if level == "facts":
                 extra.append("(status IS NULL OR status = 'active')")
             if level == "entities":
@@ -238,10 +252,10 @@ class Retriever:
         levels = list(plan.tables)
         carded = {level: self._carded(level) for level in levels}  # not from the loop: it asks the loop
         columns = {level: [CARD_COLUMN] if carded[level] else _COLUMNS[level] for level in levels}
-        words: Future[list[_Found]] | None = None
+        words: Future[list[Found]] | None = None
         if plan.fts_text:
-            words = asyncio.run_coroutine_threadsafe(_gather_all(*(
-                _fts(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k, columns[level])
+            words = asyncio.run_coroutine_threadsafe(gather_all(*(
+                fts_query(plan.tables[level], plan.fts_text, plan.wheres[level], plan.k, columns[level])
                 for level in levels)), LOOP.loop)
         try:
             vector = self._query_vector(plan.vector_text) if plan.vector_text else None
@@ -249,28 +263,28 @@ class Retriever:
             if words is not None:
                 words.cancel()
             raise
-        jobs: list[tuple[str, str, Callable[[], Awaitable[_Found | list[int]]]]] = []
+        jobs: list[tuple[str, str, Callable[[], Awaitable[Found | list[int]]]]] = []
         for level in levels:
             table, where = plan.tables[level], plan.wheres[level]
             if vector is not None:
-                jobs.append((level, "meaning", partial(_nearest, table, vector, where, plan.k, columns[level])))
+                jobs.append((level, "meaning", partial(nearest_query, table, vector, where, plan.k, columns[level])))
             if plan.entities and level == "entities":
-                jobs.append((level, "entities", partial(_by_ids, table, plan.entities, plan.user_where(level))))
+                jobs.append((level, "entities", partial(rowids_by_id, table, plan.entities, plan.user_where(level))))
             elif plan.entities:
                 clause = build_where(level, self.store.user_id, entity=plan.entity_ids).split(" AND ", 1)[1]
                 restricted = " AND ".join(w for w in (where, clause) if w)
-                jobs.append((level, "entities", partial(_nearest, table, vector, restricted, plan.k, columns[level])
-                             if vector is not None else partial(_latest, table, level, restricted, plan.k, plan.order)))
+                jobs.append((level, "entities", partial(nearest_query, table, vector, restricted, plan.k, columns[level])
+                             if vector is not None else partial(latest_rowids, table, level, restricted, plan.k, plan.order)))
             if plan.latest:
                 # only filters asked for: the newest (or, for "first", oldest) rows passing them
-                jobs.append((level, "filters", partial(_latest, table, level, where, plan.k, plan.order)))
+                jobs.append((level, "filters", partial(latest_rowids, table, level, where, plan.k, plan.order)))
         found: dict[str, dict[str, list[int]]] = {level: {} for level in levels}
         cosines: dict[str, dict[int, float]] = {level: {} for level in levels}
         fetched: dict[str, dict[int, Any]] = {level: {} for level in levels}
         parsed: dict[str, dict[int, dict[str, Any]]] = {level: {} for level in levels}
         prepared: dict[str, dict[int, Prepared]] = {level: {} for level in levels}
 
-        def note(level: str, source: str, result: _Found | list[int]) -> None:
+        def note(level: str, source: str, result: Found | list[int]) -> None:
             if isinstance(result, list):  # row ids only
                 found[level][source] = result
                 return
@@ -280,7 +294,7 @@ class Retriever:
 
         queries: Future[list[Any]] | None = None
         if jobs:
-            queries = asyncio.run_coroutine_threadsafe(_gather_all(*(job() for _, _, job in jobs)), LOOP.loop)
+            queries = asyncio.run_coroutine_threadsafe(gather_all(*(job() for _, _, job in jobs)), LOOP.loop)
         try:
             if words is not None:
                 for level, result in zip(levels, words.result()):
@@ -289,7 +303,7 @@ class Retriever:
                     # while the vector queries run: the full-text rows sure to be shortlisted
                     for level in levels:
                         for rowid in found[level]["words"][:plan.k // 2]:
-                            row = _parsed(fetched[level].get(rowid), carded[level])
+                            row = parse_row(fetched[level].get(rowid), carded[level])
                             if row is not None:
                                 parsed[level][rowid] = row
                                 prepared[level][rowid] = early(level, row)
@@ -305,12 +319,12 @@ class Retriever:
         read: list[list[dict[str, Any]]] = []
         takes: list[tuple[int, list[int]]] = []
         for n, level in enumerate(levels):
-            rows, take = _assemble(shortlists[level], carded[level], fetched[level], parsed[level])
+            rows, take = assemble_rows(shortlists[level], carded[level], fetched[level], parsed[level])
             read.append(rows)
             if take:
                 takes.append((n, take))
         if takes:  # rows no query returned (entity and filter candidates), read by row id
-            taken = LOOP.run(_gather_all(*(_take(plan.tables[levels[n]], _COLUMNS[levels[n]], take, carded[levels[n]])
+            taken = LOOP.run(gather_all(*(take_rows(plan.tables[levels[n]], _COLUMNS[levels[n]], take, carded[levels[n]])
                                            for n, take in takes)))
             for (n, _), rows in zip(takes, taken):
                 read[n] += rows
@@ -341,7 +355,7 @@ class Retriever:
             return cached[1]
         table = self._async_table(level)
         own = f"user_id = {sql_literal(self.store.user_id)}"
-        total, mine = LOOP.run(_gather_all(table.count_rows(), table.count_rows(own)))
+        total, mine = LOOP.run(gather_all(table.count_rows(), table.count_rows(own)))
         single = total == mine
         self._single[level] = (time.monotonic(), single)
         return single
@@ -351,12 +365,8 @@ class Retriever:
         return "" if self._single_user(level) else f"user_id = {sql_literal(self.store.user_id)}"
 
     def _async_table(self, name: str) -> AsyncTable:
-        """The native async handle behind the store's search table (see ``MemoryStore._search_table``)."""
-        inner = getattr(self.store._search_table(name), "_table", None)
-        if not isinstance(inner, AsyncTable):
-            raise MemoryStoreError(f"this lancedb ({lancedb.__version__}) does not expose the async table behind "
-                                   "a table handle; install a lancedb version within pyproject.toml's range")
-        return inner
+        """The store's search table ``name``, opened on its async connection (``MemoryStore._search_table``)."""
+        return self.store._search_table(name)
 
 
 #: the tables the vocabulary is read from (entities first)
@@ -405,156 +415,6 @@ class _Gathered:
     read: list[list[dict[str, Any]]]
     #: per level and row id, scores prepared while the vector queries ran
     prepared: dict[str, dict[int, Prepared]]
-
-
-@dataclass
-class _Found:
-    """A candidate query's row ids in rank order, with what it returned of them: cosine similarities
-    (vector queries) and each row's card or search columns (see :func:`_assemble`)."""
-
-    rowids: list[int]
-    cosines: dict[int, float] = field(default_factory=dict)
-    rows: dict[int, Any] = field(default_factory=dict)
-
-
-async def _gather_all(*jobs: Awaitable[Any]) -> list[Any]:
-    return list(await asyncio.gather(*jobs))
-
-
-async def _arrow(query: AsyncQueryBase, rows: int | None = None) -> pa.Table:
-    """The rows of ``query``, run by LanceDB's native query object; reading stops once ``rows`` rows are in.
-
-    ``to_arrow`` first looks up the table's schema (for blob columns, which no searched table has):
-    a round trip to LanceDB's runtime and a check for a newer table version per query. Each batch
-    of the result stream is a round trip too, and so is the end of the stream, which a read of
-    known size need not wait for.
-    """
-    inner = getattr(query, "_inner", None)
-    if not callable(getattr(inner, "execute", None)):
-        return await query.to_arrow()
-    stream = await inner.execute()
-    batches: list[pa.RecordBatch] = []
-    count = 0
-    while rows is None or count < rows:
-        try:
-            batch = await stream.__anext__()
-        except StopAsyncIteration:
-            break
-        batches.append(batch)
-        count += batch.num_rows
-    return pa.Table.from_batches(batches, schema=stream.schema)
-
-
-async def _fts(table: AsyncTable, text: str, where: str, k: int, columns: list[str]) -> _Found:
-    """Row ids of the ``k`` best BM25 matches of ``text``, best first, with their ``columns``."""
-    query = (table.query().nearest_to_text(text, columns="text").select(["_score", *columns]).with_row_id()
-             .limit(k))
-    if where:
-        query = query.where(where)
-    try:
-        batch = await _arrow(query, k)
-    except ValueError:  # a query the full-text parser rejects is matched by meaning only
-        logger.info("full-text query %r rejected; using vector search only", text)
-        return _Found([])
-    rowids = batch["_rowid"].to_pylist()
-    return _Found(rowids, rows=_fetched(batch, rowids, columns))
-
-
-async def _nearest(table: AsyncTable, vector: np.ndarray, where: str, k: int, columns: list[str]) -> _Found:
-    """Row ids of the ``k`` nearest rows, nearest first, with their ``columns`` and cosine similarity;
-    the IVF_PQ candidates are re-scored on their stored vectors (``refine_factor(1)``), so the
-    similarities are exact."""
-    query = (table.vector_search(vector).column("vector").distance_type("cosine").nprobes(NPROBES)
-             .refine_factor(1).select(["_distance", *columns]).with_row_id().limit(k))
-    if where:
-        query = query.where(where)  # a prefilter: the k nearest rows that pass it
-    batch = await _arrow(query, k)
-    rowids = batch["_rowid"].to_pylist()
-    return _Found(rowids, dict(zip(rowids, (1.0 - d for d in batch["_distance"].to_pylist()))),
-                  _fetched(batch, rowids, columns))
-
-
-def _fetched(batch: pa.Table, rowids: list[int], columns: list[str]) -> dict[int, Any]:
-    """Per row id, the card (one column) or the row (several) a query returned with its candidates."""
-    if columns == [CARD_COLUMN]:
-        return dict(zip(rowids, batch[CARD_COLUMN].to_pylist()))
-    return dict(zip(rowids, batch.select(columns).to_pylist()))
-
-
-async def _latest(table: AsyncTable, level: str, where: str, k: int, order_by: str | None) -> list[int]:
-    """Row ids of the ``k`` newest rows passing ``where`` (oldest for ``order_by="first"``)."""
-    order = _WALL.get(level)
-    query = table.query().with_row_id()
-    if where:
-        query = query.where(where)
-    if order is None:
-        return (await _arrow(query.select(["id"]).limit(k)))["_rowid"].to_pylist()
-    batch = await _arrow(query.select([order]))
-    sign = 1 if order_by == "first" else -1
-    keys = sorted(zip(batch[order].to_pylist(), batch["_rowid"].to_pylist()), key=lambda r: (r[0] or 0) * sign)
-    return [rowid for _, rowid in keys[:k]]
-
-
-async def _rows(table: AsyncTable, where: str, columns: list[str]) -> list[dict[str, Any]]:
-    """Every row passing ``where``."""
-    return (await _arrow(table.query().where(where).select(columns))).to_pylist()
-
-
-async def _by_ids(table: AsyncTable, ids: list[str], user_where: str) -> list[int]:
-    """Row ids of the rows with these ``id``s, in the order of ``ids``."""
-    where = " AND ".join(w for w in (user_where, f"id IN {sql_in(ids)}") if w)
-    batch = await _arrow(table.query().where(where).select(["id"]).with_row_id())
-    rowids = dict(zip(batch["id"].to_pylist(), batch["_rowid"].to_pylist()))
-    return [rowids[i] for i in ids if i in rowids]
-
-
-def _parsed(value: Any, carded: bool) -> dict[str, Any] | None:
-    """The row a query returned (``value``: its card where ``carded``, else its columns); None when
-    there is none or its card cannot be read."""
-    if value is None:
-        return None
-    return read_card(value) if carded else dict(value)
-
-
-def _assemble(rowids: list[int], carded: bool, fetched: dict[int, Any],
-              parsed: dict[int, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
-    """The rows at ``rowids`` that a query returned (``fetched``; ``parsed`` holds those already turned
-    into rows), each with ``_rowid``, and the row ids still to be read."""
-    rows: list[dict[str, Any]] = []
-    take: list[int] = []
-    for rowid in rowids:
-        row = parsed.get(rowid)
-        if row is None:
-            row = _parsed(fetched.get(rowid), carded)
-        if row is None:
-            take.append(rowid)
-        else:
-            row["_rowid"] = rowid
-            rows.append(row)
-    return rows, take
-
-
-async def _take(table: AsyncTable, columns: list[str], rowids: list[int], carded: bool) -> list[dict[str, Any]]:
-    """The ``columns`` of the rows at ``rowids`` (with ``_rowid``); a row moved or deleted since is missing.
-
-    From their cards where ``carded`` (one column instead of a dozen); a row without a usable card
-    is read column by column.
-    """
-    if not carded:
-        return (await _arrow(table.take_row_ids(sorted(rowids)).select(columns).with_row_id(), len(rowids))).to_pylist()
-    batch = await _arrow(table.take_row_ids(sorted(rowids)).select([CARD_COLUMN]).with_row_id(), len(rowids))
-    rows: list[dict[str, Any]] = []
-    missing: list[int] = []
-    for text, rowid in zip(batch[CARD_COLUMN].to_pylist(), batch["_rowid"].to_pylist()):
-        row = read_card(text)
-        if row is None:
-            missing.append(rowid)
-        else:
-            row["_rowid"] = rowid
-            rows.append(row)
-    if missing:
-        rows += (await _arrow(table.take_row_ids(missing).select(columns).with_row_id(), len(missing))).to_pylist()
-    return rows
 
 
 def _shortlist(sources: dict[str, list[int]], n: int) -> list[int]:

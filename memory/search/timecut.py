@@ -25,8 +25,8 @@ from typing import Any
 
 from ..errors import NotFoundError
 from ..models import ID_PREFIXES, Entity, GetResult, Keyframe, SearchHit
-from .modes import sql_in, sql_literal
 from ..store.facade import MemoryStore
+from .modes import sql_in, sql_literal
 
 __all__ = ["TimeCut"]
 

@@ -25,9 +25,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import tzinfo
 
+from ..models import Fact
 from .camera_context import day_of, time_bucket
 from .consolidate import ConsolidationRequest, FactEdit
-from ..models import Fact
 
 __all__ = ["LocalConsolidator", "names_in"]
 

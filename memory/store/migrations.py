@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import lancedb
 import pyarrow as pa
 
-from ..search.cards import CARD_COLUMN, CARD_COLUMNS, card_sql
 from ..errors import SchemaVersionError
 from ..identity.galleries import GALLERY_TABLES
+from ..search.cards import CARD_COLUMN, CARD_COLUMNS, card_sql
 from .schema import (
     CAMERA_CONTEXT_V4_COLUMNS,
     FACT_V4_COLUMNS,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..search.focus_terms import OBJECT_WORDS, mentions_label, mentions_name
 from ..models import Entity, Trace, stable_id
+from .rows import trace_text
 
 __all__ = ["NOTES_CAMERA", "NOTES_SOURCE", "Note", "NoteError", "is_note", "note_kind", "parse_notes",
            "write_notes"]
@@ -130,8 +131,6 @@ def write_notes(store: Any, notes: Sequence[Note], labels: Sequence[str] | None 
     """
     if not notes:
         return []
-    from .facade import trace_text  # the store's own searchable text of a trace
-
     people = [e for e in store.list_entities(kind="person", limit=100_000) if e.name or e.aliases]
     traces = [note_trace(store.user_id, n, people, list(labels) if labels is not None else list(OBJECT_WORDS))
               for n in notes]

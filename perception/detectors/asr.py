@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from perception.detectors.backends import package_file, verified
+from perception.detectors.model_files import package_file, verified
 
 __all__ = ["SAMPLE_RATE", "Transcript", "TurnTranscripts", "WhisperTranscriber", "Word", "load_audio", "pack_turns",
            "quotes", "speech_turns", "word_error_rate"]

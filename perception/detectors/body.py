@@ -20,7 +20,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from perception.detectors.backends import ort_options, verified
+from perception.detectors.model_files import ort_options, verified
 
 __all__ = ["BodyDescriptor", "ColourTextureDescriptor", "OnnxBodyDescriptor", "body_quality"]
 

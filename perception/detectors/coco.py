@@ -23,22 +23,11 @@ from typing import Any
 import cv2
 import numpy as np
 
-from perception.detectors.backends import MODELS_DIR
+from perception.detectors.labels import COCO_LABELS
+from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import ObjectDetection, _clip, _nms, _OnnxModel
 
 __all__ = ["COCO_LABELS", "CenterNetDetector", "NanoDetDetector", "coco_detector"]
-
-#: the 80 COCO class names in model order (lower case, as the rule compiler matches them)
-COCO_LABELS: tuple[str, ...] = (
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat", "traffic light",
-    "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow",
-    "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase", "frisbee",
-    "skis", "snowboard", "sports ball", "kite", "baseball bat", "baseball glove", "skateboard", "surfboard",
-    "tennis racket", "bottle", "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple",
-    "sandwich", "orange", "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch",
-    "potted plant", "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard",
-    "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase",
-    "scissors", "teddy bear", "hair drier", "toothbrush")
 
 NANODET_FILE = MODELS_DIR / "nanodet.onnx"
 NANODET_SHA256 = "4faa76d3ae84e3304ad8c4601c260d92253f477c201cbc042782fb44e982b7d2"

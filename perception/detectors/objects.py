@@ -23,14 +23,15 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from perception.detectors.backends import MODELS_DIR, ort_options, verified
+from perception.detectors.labels import SSD_LABELS, detector_labels
+from perception.detectors.model_files import MODELS_DIR, ort_options, verified
 
-__all__ = ["ObjectDetection", "ObjectDetector", "SSDObjectDetector", "YoloObjectDetector", "ssd_anchors"]
+__all__ = ["ObjectDetection", "ObjectDetector", "SSDObjectDetector", "YoloObjectDetector", "detector_labels",
+           "ssd_anchors"]
 
 logger = logging.getLogger(__name__)
 
 SSD_FILE = MODELS_DIR / "ssd_mobilenetv2_oidv4.onnx"
-SSD_LABELS = MODELS_DIR / "ssd_mobilenetv2_oidv4_labels.txt"
 SSD_SHA256 = "2bb3d1214c083dc492183b45365ff3ab90ae910ac3bc0b867232044eff0997ae"
 SSD_LABELS_SHA256 = "c148336a65f673013609a923fdcbdeec0f49df935045029c3746a3828a0e80e0"
 
@@ -234,20 +235,3 @@ def _clip(label: str, score: float, box: np.ndarray, w: int, h: int) -> ObjectDe
     x1, y1 = min(float(w), float(box[0] + box[2])), min(float(h), float(box[1] + box[3]))
     return ObjectDetection(label=label, score=round(score, 4),
                            box=(int(round(x0)), int(round(y0)), int(round(x1 - x0)), int(round(y1 - y0))))
-
-
-def detector_labels(model: str | None = None, labels: str | None = None, kind: str = "coco") -> list[str]:
-    """The class names a detector reports (lower case): COCO-80 (the default), the SSD's, or a YOLO label file's.
-
-    Reads only the label file (no model is loaded); an unreadable file gives an empty list.
-    """
-    if kind == "coco" and not labels:
-        from perception.detectors.coco import COCO_LABELS
-
-        return list(COCO_LABELS)
-    path = Path(labels) if labels and (kind == "yolo" or model is not None) else SSD_LABELS
-    try:
-        names = [line.strip().lower() for line in path.read_text(encoding="utf-8").splitlines()]
-    except OSError:
-        return []
-    return [n for n in names if n and n != "???"]

@@ -21,7 +21,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from perception.detectors.backends import ort_threads, package_file, verified
+from perception.detectors.model_files import ort_threads, package_file, verified
 
 __all__ = ["RapidTextReader", "TextLine", "text_lines_likely"]
 

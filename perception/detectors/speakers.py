@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perception.detectors.backends import MODELS_DIR
+from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
 
 __all__ = ["Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn", "TurnDiarization",

@@ -11,7 +11,8 @@ frame, text on the one most likely to hold it, speech over the segment's audio (
 per-turn transcript) → resolver (the only identity writer) → local describer or VLM. A static,
 silent segment (the scheduler's ``skip``) carries the last analysis forward instead. It holds the
 per-source state (camera, wall clock, pending identity evidence, the carried analysis) and knows
-nothing of where frames come from, so the file and live drivers share it unchanged.
+nothing of where frames come from, so the file and live drivers share it unchanged. What the frames
+show (faces, objects, bodies, text) is found by :mod:`perception.drivers.frames`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
-import cv2
 import numpy as np
 
 from memory.models import Entity, EntityKind, GalleryFace, IngestState, Keyframe, Observation, SegmentWrite, Trace, stable_id
@@ -32,9 +32,9 @@ from perception.describe.local import Description, FrameFaces, LocalDescriber, S
 from perception.describe.vlm_stage import VLMSegmentResult, VLMSegmentStage, enrich_write, vlm_signals
 from perception.detectors.asr import Transcript
 from perception.detectors.backends import Perceivers, load_perceivers
-from perception.detectors.body import body_quality
 from perception.detectors.faces import FaceDetector, FaceEmbedder
 from perception.detectors.objects import ObjectDetection
+from perception.drivers.frames import add_bodies, identity_faces, perceive_keyframes, read_text
 from perception.drivers.speech_objects import (
     mouth_motion,
     object_observation,
@@ -43,12 +43,11 @@ from perception.drivers.speech_objects import (
     said_by,
     speech_text,
 )
-from perception.detectors.ocr import text_lines_likely
 from perception.identity.reid import is_profile
 from perception.identity.resolver import FaceInput, Resolver, SegmentIdentities, face_turn
 from perception.identity.service import IdentityService
-from perception.segmenting.keyframes import KeyframePick, encode_jpeg, select_keyframes
-from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, frame_changed, segment_motion
+from perception.segmenting.keyframes import encode_jpeg, select_keyframes
+from perception.segmenting.scheduler import Scheduler, SegmentSignals, audio_rms, segment_motion
 from perception.segmenting.segment import Segment
 from perception.settings import PerceptionConfig
 
@@ -233,109 +232,6 @@ def _entity(run: SegmentAnalyzer, entity_id: str) -> Entity | None:
     return run.identity.entity(entity_id)
 
 
-def _perceive_frame(run: SegmentAnalyzer, image: np.ndarray, t: float, kf_id: str) -> tuple[
-        list[FaceInput], list[ObjectDetection]]:
-    """Faces (embedded later, in one batch per segment) and objects of one key frame."""
-    models = run.perceivers or Perceivers()
-    objects: list[ObjectDetection] = models.objects.detect(image) if models.objects is not None else []
-    faces: list[FaceInput] = []
-    if run.detector is not None and run.embedder is not None:
-        faces = [FaceInput(det, None, t, kf_id, sharpness=_face_sharpness(image, det.box), frame_shape=image.shape[:2])
-                 for det in run.detector.detect(image)]
-    return faces, objects
-
-
-def _perceive_keyframes(run: SegmentAnalyzer, images: list[np.ndarray], picks: list[KeyframePick],
-                        kf_ids: list[str]) -> list[tuple[list[FaceInput], list[ObjectDetection]]]:
-    """Faces (embedded in one batch) and objects of each key frame.
-
-    A key frame that is a copy of the key frame looked at before it (a still picture, a pause; mean
-    grey difference ≤ :data:`SAME_FRAME`) takes that frame's faces, embeddings and objects instead of
-    running the detectors again: the models would find the same things.
-    """
-    previous = run._perceived
-    reference = previous[0] if previous is not None else None
-    origin: list[int] = []  # per key frame: itself, an earlier key frame of the segment, or -1 (previous segment)
-    for k, image in enumerate(images):
-        if reference is not None and not frame_changed(reference, image, SAME_FRAME):
-            origin.append(origin[-1] if origin else -1)
-        else:
-            origin.append(k)
-            reference = image
-    fresh = [k for k, o in enumerate(origin) if o == k]
-    detected = {k: _perceive_frame(run, images[k], picks[k].frame.t, kf_ids[k]) for k in fresh}
-    embedded = iter(_embed(run, [f for k in fresh for f in detected[k][0]],
-                           [images[k] for k in fresh for _ in detected[k][0]]))
-    for k in fresh:
-        detected[k] = ([next(embedded) for _ in detected[k][0]], detected[k][1])
-    found: list[tuple[list[FaceInput], list[ObjectDetection]]] = []
-    for k, o in enumerate(origin):
-        if o == k:
-            found.append(detected[k])
-            continue
-        faces, objects = detected[o] if o >= 0 else (previous[1], previous[2])  # type: ignore[index]
-        found.append(([replace(f, frame_t=picks[k].frame.t, keyframe_id=kf_ids[k]) for f in faces], list(objects)))
-    if fresh:
-        last = fresh[-1]
-        run._perceived = (images[last], *detected[last])
-    return found
-
-
-def _embed(run: SegmentAnalyzer, faces: list[FaceInput], images: list[np.ndarray]) -> list[FaceInput]:
-    """Embed the faces the resolver may use in one network call (the rest keep no embedding)."""
-    todo = [i for i, f in enumerate(faces) if run.resolver.identifiable(f.detection)]
-    if run.embedder is None or not todo:
-        return faces
-    vecs = run.embedder.embed_many([(images[i], faces[i].detection) for i in todo])
-    out = list(faces)
-    for i, vec in zip(todo, vecs):
-        out[i] = replace(faces[i], embedding=vec)
-    return out
-
-
-def _add_bodies(run: SegmentAnalyzer, faces: list[FaceInput], image: np.ndarray,
-                objects: list[ObjectDetection]) -> list[FaceInput]:
-    """Body evidence (the person box around each embedded face) for the faces of one key frame."""
-    models = run.perceivers or Perceivers()
-    people = [o for o in objects if o.label == "person"]
-    if models.body is None or not people:
-        return faces
-    out = []
-    for face in faces:
-        box = _person_box(face.detection.box, people) if face.embedding is not None else None
-        if box is not None:
-            face = replace(face, body=models.body.describe(image, box.box), body_quality=body_quality(box.box, box.score))
-        out.append(face)
-    return out
-
-
-def _read_text(run: SegmentAnalyzer, images: list[np.ndarray]) -> list[str]:
-    """OCR on the one key frame most likely to hold text; a near-copy of the frame read last reuses its lines."""
-    models = run.perceivers or Perceivers()
-    if models.ocr is None or not images:
-        return []
-    likely = [text_lines_likely(image) for image in images]
-    best = int(np.argmax(likely))
-    if likely[best] == 0:
-        return []
-    image = images[best]
-    if run._ocr_last is not None and not frame_changed(run._ocr_last[0], image, OCR_SAME_FRAME):
-        return list(run._ocr_last[1])
-    lines = list(dict.fromkeys(line.text for line in models.ocr.read(image)))
-    run._ocr_last = (image, lines)
-    return lines
-
-
-#: mean grey difference under which a frame counts as a copy of one already analysed (OCR, identity frames)
-OCR_SAME_FRAME = 0.01
-#: mean grey difference under which a key frame takes the detections of the key frame looked at last
-SAME_FRAME = 0.005
-#: a key-frame face this far above the match threshold (and clear of the runner-up) needs no extra frames
-CONFIDENT_MARGIN = 0.15
-#: identity frames are searched for faces at this long side first (faces the resolver may use are ≥ 40 px at 640)
-IDENTITY_DETECT_SIDE = 320
-
-
 @dataclass(frozen=True)
 class _Carried:
     """The analysis of the last analysed segment, carried onto static, silent segments after it."""
@@ -394,67 +290,6 @@ def _carry_onto(run: SegmentAnalyzer, carry: _Carried, n_keyframes: int) -> tupl
             faces, per_frame)
 
 
-def _confident(run: SegmentAnalyzer, faces: list[FaceInput]) -> bool:
-    """Every embedded key-frame face already matches a known entity clearly (extra frames add nothing)."""
-    embedded = [(f.embedding, face_turn(f.detection)) for f in faces if f.embedding is not None]
-    if not embedded:
-        return False
-    for vec, turn in embedded:
-        cands = run.resolver.faces.candidates(vec, top=2, turn=turn)
-        if not cands or cands[0].score < run.resolver.match_threshold + CONFIDENT_MARGIN:
-            return False
-        if len(cands) > 1 and cands[0].score - cands[1].score < run.resolver.margin:
-            return False
-    return True
-
-
-def _identity_faces(run: SegmentAnalyzer, segment: Segment, key_frames: list[np.ndarray],
-                    key_faces: list[FaceInput]) -> list[FaceInput]:
-    """Faces on up to ``identity_frames`` evenly spaced non-key frames (no key-frame id, no body).
-
-    None when the key-frame faces already match confidently; a frame that barely differs from the
-    last one looked at is passed over. Detection looks at :data:`IDENTITY_DETECT_SIDE` first, and every
-    face is embedded in one batch.
-    """
-    n = run.settings.identity_frames
-    if n == 0 or run.detector is None or run.embedder is None or _confident(run, key_faces):
-        return []
-    ids = {id(image) for image in key_frames}
-    others = [f for f in segment.frames if id(f.image_bgr) not in ids]
-    if len(others) > n:
-        others = [others[round(i * (len(others) - 1) / max(n - 1, 1))] for i in range(n)]
-    faces: list[FaceInput] = []
-    images: list[np.ndarray] = []
-    last = key_frames[0] if key_frames else None
-    for frame in others:
-        image = frame.image_bgr
-        if last is not None and not frame_changed(last, image, OCR_SAME_FRAME):
-            continue
-        last = image
-        for det in run.detector.detect(image, coarse_side=IDENTITY_DETECT_SIDE):
-            if run.resolver.identifiable(det):
-                faces.append(FaceInput(det, None, frame.t, None, sharpness=_face_sharpness(image, det.box),
-                                       frame_shape=image.shape[:2]))
-                images.append(image)
-    return _embed(run, faces, images)
-
-
-def _person_box(face_box: tuple[int, int, int, int], people: list[ObjectDetection]) -> ObjectDetection | None:
-    """The smallest person box that contains the face's centre."""
-    cx, cy = face_box[0] + face_box[2] / 2, face_box[1] + face_box[3] / 2
-    inside = [p for p in people if p.box[0] <= cx <= p.box[0] + p.box[2] and p.box[1] <= cy <= p.box[1] + p.box[3]]
-    return min(inside, key=lambda p: p.box[2] * p.box[3], default=None)
-
-
-def _face_sharpness(image: np.ndarray, box: tuple[int, int, int, int]) -> float | None:
-    x, y, w, h = box
-    crop = image[max(0, y):max(0, y + h), max(0, x):max(0, x + w)]
-    if crop.size == 0:
-        return None
-    grey = cv2.cvtColor(cv2.resize(crop, (64, 64), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
-    return float(cv2.Laplacian(grey, cv2.CV_64F).var())
-
-
 def _transcribe(run: SegmentAnalyzer, segment: Segment) -> Transcript:
     models = run.perceivers or Perceivers()
     if models.asr is None or not getattr(segment, "speech", True):
@@ -493,21 +328,21 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
         labels, text_lines, scores = dict(carry.labels), list(carry.text_lines), dict(carry.scores)
     else:
         if deep:
-            found = _perceive_keyframes(run, images, picks, kf_ids)
+            found = perceive_keyframes(run, images, picks, kf_ids)
             for image, p, kf_id, (fs, objects) in zip(images, picks, kf_ids, found):
                 frame_objects.append((image, p.frame.t, kf_id, objects))
                 start = len(faces)
-                faces.extend(_add_bodies(run, fs, image, objects))
+                faces.extend(add_bodies(run, fs, image, objects))
                 per_frame.append((start, len(faces)))
                 for label in dict.fromkeys(o.label for o in objects):
                     labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
                 for o in objects:
                     scores[o.label] = max(scores.get(o.label, 0.0), round(float(o.score), 4))
-            text_lines = _read_text(run, images)
+            text_lines = read_text(run, images)
             transcript = _transcribe(run, segment)
         else:
             per_frame = [(0, 0)] * len(picks)
-        extra = _identity_faces(run, segment, images, faces) if deep else []
+        extra = identity_faces(run, segment, images, faces) if deep else []
         ids = run.resolver.resolve(faces + extra, src, idx, now=wall, camera_id=run.camera_id)
     objs = resolve_objects(run, frame_objects, src, idx, wall)
     speech = None

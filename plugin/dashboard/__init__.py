@@ -7,8 +7,8 @@ every page. Pages: sources with live status, a timeline per camera, a moment wit
 neighbours, entities with faces and facts (rename, merge, split, forget), search, rules, the
 notification feed and, with a ``qa:`` model, chat.
 
-This package's ``__init__`` only holds the manifest section, so the manifest model can import it
-without loading Jinja2; :func:`register` imports the routes lazily.
+The manifest section (:class:`DashboardConfig`) lives in :mod:`plugin.manifest_sections`, so the
+manifest model never imports the dashboard; :func:`register` imports the routes lazily.
 """
 
 from __future__ import annotations
@@ -16,18 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
-
-from perception.settings import Strict
+from plugin.manifest_sections import DashboardConfig
 
 __all__ = ["DashboardConfig", "register"]
-
-
-class DashboardConfig(Strict):
-    """The web dashboard at ``/`` of the HTTP transport."""
-
-    enabled: bool = Field(True, description="serve the dashboard on the HTTP transport")
-    read_only: bool = Field(False, description="pages only: no capture start/stop, identity edits or rule changes")
 
 
 def register(server: Any, get_engine: Callable[[], Any], config: DashboardConfig) -> None:

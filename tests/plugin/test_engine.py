@@ -21,7 +21,7 @@ from mcp import Client
 
 from memory.identity.identity_ops import forget_entity
 from memory.models import SegmentWrite
-from perception.detectors.backends import ort_options, ort_threads, set_model_threads
+from perception.detectors.model_files import ort_options, ort_threads, set_model_threads
 from plugin.engine import Engine, Overrides, build_embedder, open_store
 from plugin.manifest import MiniLMEmbedderConfig, load_manifest
 from plugin.server import create_server
