@@ -3,5 +3,5 @@
 ``stage.focus`` (what a segment shows) → ``memory.search.focus`` (memories naming it) → :mod:`.gate`
 (one open, unsaid, actionable item or silence) → :mod:`.generator` (one short grounded reminder) →
 a notification. :class:`~plugin.acting.reminders.stage.ReminderStage` is the post-commit hook the
-engine composes; the manifest's ``proactive:`` section is :class:`plugin.manifest.ProactiveConfig`.
+engine composes; the manifest's ``proactive:`` section is :class:`plugin.manifest_sections.ProactiveConfig`.
 """

@@ -32,7 +32,7 @@ from memory.procedural import Rule
 from memory.store.spoken import SpokenMemory
 from perception.rules.matcher import RuleSignal
 
-from plugin.manifest import ProactiveConfig
+from plugin.manifest_sections import ProactiveConfig
 from .cues import VERB_WORDS, topic_words
 from .gate import GateSettings, Item, select
 from .generator import Generator
