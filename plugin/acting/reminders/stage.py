@@ -155,11 +155,8 @@ class ReminderStage:
                             wall_end=wall + max(0.0, trace.t_end - trace.t_start), evidence=list(cited),
                             keyframe_id=keyframe, origin="proactive",
                             entities=[p.entity_id for p in focus.people if p.entity_id == item.key])
-        memories = [{"id": c.id, "level": c.level, "kind": c.kind, "text": c.text, "time": c.wall}
-                    for c in item.evidence if c.id in cited] or [{"id": item.candidate.id, "level": item.candidate.level,
-                                                                  "kind": item.candidate.kind,
-                                                                  "text": item.candidate.text,
-                                                                  "time": item.candidate.wall}]
+        shown = [c for c in item.evidence if c.id in set(cited)] or [item.candidate]
+        memories = [{"id": c.id, "level": c.level, "kind": c.kind, "text": c.text, "time": c.wall} for c in shown]
         rec = self.notifications.resolve(signal, self.rule, write, message=text,
                                          payload={"reminder": text, "memories": memories, "focus": item.key,
                                                   "score": item.score, "writer": how})
