@@ -92,7 +92,7 @@ def test_a_file_is_diarized_once_per_turn_and_each_segment_gets_its_share() -> N
     voices = TurnDiarization(Diarizer(), [(0.95, 2.2), (3.5, 5.2), (6.9, 8.2)], read)
     first, rest = voices.span(0.0, 1.6), voices.span(1.6, 3.0)
     b, a_again = voices.span(3.0, 6.0), voices.span(6.0, 9.0)
-    assert len(reads) == 3  # two segments of A's first turn: one diarization
+    assert len(reads) == 1  # three turns under 5 s apart: one window, one diarization
     for part, (lo, hi) in ((first, (0.0, 1.6)), (rest, (1.6, 3.0)), (b, (3.0, 6.0)), (a_again, (6.0, 9.0))):
         assert len(part.speakers) == 1 and all(lo <= t.start < t.end <= hi for t in part.turns)
         assert sum(part.seconds.values()) <= hi - lo
