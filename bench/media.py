@@ -3,6 +3,8 @@
 * :func:`real_720p` (~78 s): the Hamilton stage clip upscaled (faces, cuts, singing) twice, the GRID
   speaker four times (a face talking), three still photographs with a caption overlay and the JFK
   speech under them (text + speech), and the people-room clip upscaled (people walking in and out).
+* :func:`speech_720p` (~76 s): speech nearly all the time, with faces: the four GRID speakers in turn,
+  four rounds, the Hamilton clip between rounds (a meeting room, a kitchen with the radio on).
 * :func:`static_720p`: one photograph, unchanging apart from light sensor noise, with silent audio —
   a camera watching an empty room.
 
@@ -107,6 +109,25 @@ def _encode(path: Path, parts: Iterator[tuple[list[np.ndarray], np.ndarray]]) ->
         out.mux(vs.encode())
         out.mux(aus.encode())
     return i / FPS
+
+
+def _speech_parts() -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
+    """Four rounds of the four GRID speakers taking turns (a face talking each), the Hamilton clip
+    (singing over piano, faces, cuts) between rounds: speech nearly all the time."""
+    grid = [DATA / f"grid_{code}.mpg" for code in ("bbaf2n", "brbk7n", "lbax4n", "lrwp9a")]
+    clips = [(_video(p), p) for p in grid]
+    hamilton = DATA / "short_hamilton_clip.mp4"
+    ham = _video(hamilton)
+    for k in range(4):
+        for frames, p in clips:
+            yield frames, _audio(p, len(frames) / FPS)
+        if k < 3:
+            yield ham, _audio(hamilton, len(ham) / FPS)
+
+
+def speech_720p(path: Path) -> float:
+    """Write the speech-dense bench clip (~76 s, GRID speakers + the Hamilton clip) to ``path``."""
+    return _encode(path, _speech_parts())
 
 
 def real_720p(path: Path) -> float:

@@ -223,6 +223,10 @@ class SegmentWrite(Record):
     enrichment: bool = Field(False, description="a live_latency second write: VLM text and signals onto the same ids")
     vlm_signals: list[VLMRuleSignal] = Field(default_factory=list, description="the VLM's matched rules (not stored)")
     risk: str = Field("none", description="the VLM's risk level for the segment (not stored)")
+    object_scores: dict[str, float] = Field(default_factory=dict, description="detector class → best score in "
+                                            "the segment (not stored)")
+    seen_at: dict[str, float] = Field(default_factory=dict, description="entity id or detector class → media "
+                                      "second it was first seen in the segment (not stored)")
 
 
 class IngestState(Record):

@@ -145,6 +145,7 @@ class NotifyPolicy(BaseModel):
     event_gap_s: float = Field(60.0, ge=0, le=86400,
                                description="matches closer than this belong to one event (later ones: duplicate)")
     attach_keyframe: bool = Field(True, description="attach the key frame (base64) to webhook payloads")
+    proactive: bool = Field(True, description="proactive reminders from memory on this camera (false = muted)")
 
 
 class NotificationRecord(Record):

@@ -3,8 +3,9 @@
 ``serve`` speaks MCP (stdio by default, streamable HTTP with ``--http``); ``ingest`` files a
 video into memory with progress on stderr and resumes after an interrupt; ``demo`` ingests the
 packaged sample clip and prints what memory now holds; ``validate`` checks a manifest;
-``search`` queries memory from the shell. Logging is configured here and only here, always on
-stderr: under ``serve`` stdout is the MCP wire. The other commands print their results on stdout.
+``search`` queries memory from the shell; ``remember`` tells it notes (a JSON-lines history).
+Logging is configured here and only here, always on stderr: under ``serve`` stdout is the MCP
+wire. The other commands print their results on stdout.
 """
 
 from __future__ import annotations
@@ -257,6 +258,27 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_remember(args: argparse.Namespace) -> int:
+    """Tell memory the notes of a JSON-lines file (a history, or what a host collected)."""
+    from memory.store.notes import NoteError
+    from plugin.engine import open_store
+    from plugin.remember import remember_file
+
+    manifest = _manifest(args)
+    _setup_logging(manifest.log_level)
+    store = open_store(manifest)
+    try:
+        traces = remember_file(store, Path(args.file))
+    except NoteError as exc:
+        raise PluginError(str(exc)) from None
+    finally:
+        store.close()
+    people = sum(bool(t.entity_ids) for t in traces)
+    things = sum(bool(t.objects) for t in traces)
+    _out(f"{args.file}: {len(traces)} note(s) remembered ({people} naming known people, {things} naming objects)")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Headless: ingest the manifest's sources (plus --source) with no MCP host until done or Ctrl-C."""
     from plugin.manifest import SourceConfig
@@ -370,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpus-per-source", type=float, default=1.0, metavar="N",
                    help="CPUs Ray reserves for each source's actor (default 1)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("remember", help="tell memory the notes of a JSON-lines file (time, kind V|C, text)")
+    common(p)
+    p.add_argument("file", help='one note a line: {"time": ISO-8601, "kind": "V" or "C", "text": "…"}')
+    p.set_defaults(func=cmd_remember)
 
     p = sub.add_parser("search", help="search memory from the shell")
     common(p)

@@ -13,6 +13,7 @@ What :meth:`Engine.open` builds, in order:
 * the VLM stage when the manifest names a VLM;
 * the semantic runner (facts, chapters, camera context) on its own thread;
 * rules + notifications (resolver, delivery thread);
+* the proactive reminder stage (what is in view → memory → gate → one reminder, as a notification);
 * the :class:`~perception.drivers.analyzer.Pipeline` that bundles all of it for the drivers, with
   one post-commit chain and one source-end hook;
 * the background :class:`~plugin.worker.Worker` for captures.
@@ -36,7 +37,8 @@ from typing import Any
 
 from memory import HashEmbedder, MemoryStore, MiniLMEmbedder, OpenAIEmbedder
 from memory.embedders import Embedder
-from memory.models import SegmentWrite
+from memory.models import SegmentWrite, Trace
+from memory.store.notes import Note, write_notes
 from perception.describe.context import (
     ContextBuilder,
     PerceptionRuntime,
@@ -55,6 +57,7 @@ from perception.settings import PerceptionConfig
 from plugin.lease import CaptureLease
 from plugin.manifest import HashEmbedderConfig, Manifest, MiniLMEmbedderConfig, OpenAIEmbedderConfig, SourceConfig
 from plugin.acting.notify import NotificationHub, NotificationService, chain_commits
+from plugin.acting.reminders.stage import ReminderStage, reminder_stage
 from plugin.semantic import SemanticRunner, runner_from_manifest
 from plugin.worker import Worker
 
@@ -112,6 +115,7 @@ class Engine:
         self.vlm_stage: VLMSegmentStage | None = None
         self.semantic: SemanticRunner | None = None
         self.notifications: NotificationService
+        self.reminders: ReminderStage | None = None
         self.pipeline: Pipeline
         self.worker: Worker
         self._opened = False
@@ -155,13 +159,16 @@ class Engine:
             self.notifications = NotificationService.for_manifest(self.store, m, hub=self.hub, start_delivery=deliver,
                                                                   vlm=self.vlm_stage is not None)
             matcher = self.notifications.on_commit if relay is None else partial(relay, "commit")
+            self.reminders = reminder_stage(m, self.store, self.notifications, self.identity,
+                                            self.perception.vlm) if relay is None else None
             self.pipeline = Pipeline(
                 store=self.store, settings=self.settings, identity=self.identity, models=Models(self.settings),
                 scheduler=self.perception.scheduler, vlm_stage=self.vlm_stage,
                 active_rules=lambda camera: [r.text for r in self.notifications.active_rules(camera)],
                 rule_interest=self.notifications.could_match,
-                on_commit=chain_commits(self.semantic.on_commit if self.semantic else None,
-                                        matcher, self.perception.on_commit, self.overrides.on_commit),
+                on_commit=chain_commits(self.semantic.on_commit if self.semantic else None, matcher,
+                                        self.reminders.on_commit if self.reminders else None,
+                                        self.perception.on_commit, self.overrides.on_commit),
                 on_source_done=self._source_done if relay is None else partial(relay, "done"))
             self.worker = Worker(self.pipeline, mode=self.settings.mode,
                                  on_source_event=self.notifications.on_source_event if relay is None
@@ -185,6 +192,8 @@ class Engine:
             self.worker.stop()
             if self.perception.vlm is not None:
                 self.perception.vlm.close()
+            if self.reminders is not None:
+                self.reminders.close()
             if self.semantic is not None:
                 self.semantic.stop(timeout=max(drain_s, 30.0))
             self.notifications.close(drain_s=drain_s)
@@ -264,6 +273,14 @@ class Engine:
     def source_event(self, camera_id: str, state: str, detail: str = "") -> None:
         """A relayed worker's live source went ``offline`` or came back ``online``."""
         self.notifications.on_source_event(camera_id, state, detail)
+
+    def remember(self, notes: Sequence[Note]) -> list[Trace]:
+        """Store notes (``memory_note``, ``remember``): linked to known people and this detector's classes;
+        the reminder stage reads them at its next segment."""
+        traces = write_notes(self.store, notes, labels=self.notifications.labels or None)
+        if self.reminders is not None:
+            self.reminders.index.invalidate()
+        return traces
 
     def identity_edited(self) -> None:
         """An identity edit (name, enrol, merge, split, forget) was committed: running captures see it now."""

@@ -39,7 +39,7 @@ from plugin.manifest_limits import (
     load_yaml_bounded,
     nesting_depth,
 )
-from plugin.manifest_sections import DashboardConfig, MqttChannelConfig
+from plugin.manifest_sections import DashboardConfig, MqttChannelConfig, ProactiveConfig
 
 __all__ = [
     "Manifest",
@@ -47,6 +47,7 @@ __all__ = [
     "NotificationsConfig",
     "ObjectStorageConfig",
     "PerceptionConfig",
+    "ProactiveConfig",
     "QAConfig",
     "RuleConfig",
     "SemanticConfig",
@@ -282,6 +283,7 @@ class NotifyPolicyConfig(Strict):
     timezone: str | None = Field(None, description="IANA zone of quiet_hours; none = this machine's")
     event_gap_s: float = Field(60.0, ge=0, le=86400, description="matches closer than this are one event")
     attach_keyframe: bool = Field(True, description="attach the key frame (base64) to webhook payloads")
+    proactive: bool = Field(True, description="proactive reminders from memory on this camera (false = muted)")
 
 
 class NotificationsConfig(Strict):
@@ -354,7 +356,7 @@ class AccessConfig(Strict):
 
 #: the tool groups a manifest can offer (``memory_ask`` comes with a `qa:` section)
 TOOL_GROUPS = ("memory", "entities", "rules", "capture", "perception", "context")
-#: offered when the manifest names none: the core a host needs (about 19k characters of definitions)
+#: offered when the manifest names none: the core a host needs (about 19.5k characters of definitions)
 DEFAULT_TOOL_GROUPS = ("memory", "entities", "rules", "capture")
 ToolGroup = Literal["memory", "entities", "rules", "capture", "perception", "context"]
 
@@ -391,6 +393,8 @@ class Manifest(Strict):
     rules: list[RuleConfig] = Field(default_factory=list, description="initial rules, added at start-up")
     semantic: SemanticConfig = Field(default_factory=SemanticConfig)
     qa: QAConfig | None = Field(None, description="QA agent model; none = memory_ask is unavailable")
+    proactive: ProactiveConfig = Field(default_factory=ProactiveConfig,
+                                       description="reminders spoken first, from memory, when what they concern is in view")
 
     def store_uri(self) -> str:
         """The store URI, with the default filled in and ``~`` expanded."""

@@ -111,9 +111,9 @@ def create_server(manifest: Manifest | None = None, overrides: Overrides | None 
     return server
 
 
-#: output-schema keywords that say nothing about the shape a host reads
+#: output-schema keywords that say nothing about the shape a host reads (results always carry every field)
 _OUTPUT_NOISE = {"$defs", "default", "additionalProperties", "minimum", "maximum", "exclusiveMinimum",
-                 "exclusiveMaximum", "maxItems", "minItems", "maxLength", "minLength", "pattern"}
+                 "exclusiveMaximum", "maxItems", "minItems", "maxLength", "minLength", "pattern", "required"}
 #: informational fields of a model that a caller never sets (left out of input schemas)
 _READ_ONLY_FIELDS = {"understood", "needs_vlm"}
 
@@ -122,8 +122,8 @@ def compact_tool_schemas(server: MCPServer[Any]) -> None:
     """Shrink what every ``tools/list`` costs a host, without changing what a call accepts or returns.
 
     Input schemas keep every property, type, bound and property description (the model needs
-    them), and lose pydantic's generated titles, the docstrings of nested models and informational
-    fields. Output schemas keep their top-level shape (property names and types; nested models
+    them), and lose pydantic's generated titles, the docstrings of nested models, informational
+    fields and ``"default": null`` (a property left out of ``required`` is already optional). Output schemas keep their top-level shape (property names and types; nested models
     become plain objects): the text summary and the structured content carry the details.
     """
     for tool in server._tool_manager.list_tools():
@@ -148,6 +148,8 @@ def _compact(node: Any, keep_descriptions: bool, in_names: bool = False) -> Any:
         elif key == "$defs":  # nested models: their types and bounds speak for themselves
             out[key] = _compact(value, False, in_names=True)
         elif key == "title" or (key == "description" and not keep_descriptions):
+            continue
+        elif key == "default" and value is None:  # an optional property (not `required`) says as much
             continue
         else:
             out[key] = _compact(value, keep_descriptions, in_names=key == "properties")

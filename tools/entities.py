@@ -18,7 +18,7 @@ from tools.errors import tool_errors
 from tools.memory import READ_ONLY
 from tools.results import clip, itemize, structured
 
-__all__ = ["register"]
+__all__ = ["register", "update_entity"]
 
 
 #: facts entity_get shows (most important first)
@@ -119,7 +119,7 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
                 audio_path = str(policy_of(ctx).check_path(audio_path, "audio_path"))
                 result = _enrol_voice(app.store, _need(name, "name", action), audio_path, entity_id)
             else:
-                result = _update(app.store, action, entity_id, name, image_path, into_id, observation_ids)
+                result = update_entity(app.store, action, entity_id, name, image_path, into_id, observation_ids)
             if identity is not None:  # running captures resolve against the edited galleries from now on
                 identity.edited()
         return structured(result, _update_summary(result))
@@ -144,9 +144,9 @@ def _enrol_voice(store: Any, name: str, audio_path: str, entity_id: str | None) 
                               message=f"enrolled the voice in {audio_path} as {name} on {entity.id} ({how})")
 
 
-def _update(store: Any, action: str, entity_id: str | None, name: str | None, image_path: str | None,
-            into_id: str | None, observation_ids: list[str] | None) -> EntityUpdateResult:
-    """Dispatch one entity_update action to :mod:`memory.identity.identity_ops`."""
+def update_entity(store: Any, action: str, entity_id: str | None, name: str | None, image_path: str | None,
+                  into_id: str | None, observation_ids: list[str] | None) -> EntityUpdateResult:
+    """Dispatch one entity_update action to :mod:`memory.identity.identity_ops` (the tool, the dashboard, evals)."""
     if action == "name":
         _need(name, "name", action)
         if image_path:

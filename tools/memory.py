@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from memory.models import Entity, QueryUnderstanding, SearchHit
 from tools.errors import tool_errors
@@ -31,6 +31,14 @@ class SearchResults(BaseModel):
     next_offset: int | None = Field(None, description="pass as offset to get the next page; null = no more")
     understood: QueryUnderstanding | None = Field(
         None, description="how the query was read: named entities, time window, cameras, objects, notes")
+
+
+class NoteResult(BaseModel):
+    """A stored note and what it was linked to."""
+
+    id: str
+    entity_ids: list[str]
+    objects: list[str]
 
 
 class MemoryItem(BaseModel):
@@ -68,14 +76,12 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
         limit: Annotated[int, Field(ge=1, le=50, description="hits per page")] = 10,
         offset: Annotated[int, Field(ge=0, le=10_000, description="skip this many hits (paging)")] = 0,
     ) -> Annotated[CallToolResult, SearchResults]:
-        """Search the long-term memory of what the cameras saw and heard.
+        """Search the long-term memory of what the cameras saw and heard (and notes from memory_note).
 
-        Ask in plain words. Names of people (as named with entity_update), times ("yesterday", "this
-        morning", "last Tuesday at 3 pm", "the first time"), camera names, objects and counts ("two
-        people") in the query are understood and used as filters or to rank; `understood` says how the
-        query was read. Scores are 0–1 (1 = every part of the question is answered); each hit says
-        why it matched (field, entity, words). Open a hit with memory_get (neighbours and entities) or
-        memory_visual_evidence (the images).
+        Ask in plain words: names (see entity_update), times ("yesterday", "last Tuesday at 3 pm", "the
+        first time"), cameras, objects and counts ("two people") are understood; `understood` says how.
+        Scores are 0–1 (1 = the whole question answered), with why each hit matched. Open a hit with
+        memory_get (neighbours, entities) or memory_visual_evidence (the images).
         """
         if not query.strip():
             raise ToolError("query is empty; describe what to look for, e.g. 'person at the piano', a name, "
@@ -129,9 +135,34 @@ def register(server: MCPServer[Any], max_results: int = 50) -> None:
             lines.append(f"{n}. {kf.id}: camera {kf.camera_id} at {_clock(kf.t)} (segment {kf.segment_index}){who}")
         return ["\n".join(lines), *(Image(data=kf.jpeg, format="jpeg") for kf in frames)]
 
+    def memory_note(
+        text: Annotated[str, Field(min_length=1, max_length=2000, description=(
+            "what to remember, e.g. 'Kit will bring the charger back on Monday'"))],
+        ctx: Context[Any],
+        kind: Annotated[Literal["C", "V"], Field(description="C said or agreed, V seen")] = "C",
+        time: Annotated[str | None, Field(max_length=40, description="ISO-8601; default now")] = None,
+    ) -> Annotated[CallToolResult, NoteResult]:
+        """Remember what the user said or saw; reminded of when who or what it names is in view."""
+        from memory.store.notes import Note
+
+        try:
+            note = Note.model_validate({"text": text, "kind": kind, "time": time or _now_iso()})
+        except ValidationError as exc:
+            where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "note"
+            hint = "give it as ISO-8601, e.g. 2026-03-01T18:00:00Z, or omit it for now" if where == "time" \
+                else "say in words what to remember"
+            raise ToolError(f"{where}: {exc.errors()[0]['msg']}; {hint}") from None
+        with tool_errors("memory_note"):
+            trace = ctx.request_context.lifespan_context.remember([note])[0]
+        result = NoteResult(id=trace.id, entity_ids=trace.entity_ids, objects=trace.objects)
+        linked = ", ".join([*result.entity_ids, *result.objects]) or "nothing in memory yet"
+        return structured(result, f"remembered {result.id} (linked to {linked})")
+
     server.add_tool(memory_search, annotations=READ_ONLY)
     server.add_tool(memory_get, annotations=READ_ONLY)
     server.add_tool(memory_visual_evidence, annotations=READ_ONLY, structured_output=False)
+    server.add_tool(memory_note, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                             idempotent_hint=True, open_world_hint=False))
 
 
 def _search_summary(results: SearchResults) -> str:
@@ -183,6 +214,12 @@ def _keyframe_ids_for(store: Any, item_id: str) -> list[str]:
         for obs in result.after:
             ids.extend(obs.get("keyframe_ids") or [])
     return list(dict.fromkeys(ids))
+
+
+def _now_iso() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat()
 
 
 def _clock(seconds: float) -> str:

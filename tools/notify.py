@@ -66,6 +66,7 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
         timezone: Annotated[str | None, Field(description="IANA zone for quiet hours, e.g. Europe/Paris")] = None,
         event_gap_s: Annotated[float | None, Field(ge=0, le=86400, description=(
             "matches closer than this belong to one event and notify once"))] = None,
+        reminders: Annotated[bool | None, Field(description="false mutes reminders from memory here")] = None,
     ) -> Annotated[CallToolResult, NotifyPolicy]:
         """Show or change a camera's notification policy; omitted fields keep their value.
 
@@ -75,7 +76,8 @@ def register(server: MCPServer[Any], max_results: int = 50, current: Callable[[]
         _remember_legacy_session(ctx, service)
         changes: dict[str, Any] = {k: v for k, v in {"channels": channels, "min_severity": min_severity,
                                                      "quiet_hours": quiet_hours, "timezone": timezone,
-                                                     "event_gap_s": event_gap_s}.items() if v is not None}
+                                                     "event_gap_s": event_gap_s, "proactive": reminders}.items()
+                                     if v is not None}
         if clear_quiet_hours:
             changes["quiet_hours"] = None
         if timezone is not None:
@@ -150,7 +152,8 @@ def _policy_summary(policy: NotifyPolicy, changed: bool) -> str:
     zone = f" ({policy.timezone})" if policy.timezone and policy.quiet_hours else ""
     return (f"policy for camera {policy.camera_id} {'updated' if changed else '(unchanged)'}: "
             f"channels {', '.join(policy.channels) or 'none'}; min severity {policy.min_severity}; "
-            f"quiet hours {quiet}{zone}; event gap {policy.event_gap_s:g} s")
+            f"quiet hours {quiet}{zone}; event gap {policy.event_gap_s:g} s; "
+            f"reminders from memory {'on' if policy.proactive else 'muted'}")
 
 
 def _poll_summary(result: PollResult, wait_s: float) -> str:

@@ -301,6 +301,7 @@ def forget_entity(store: MemoryStore, entity_id: str) -> ForgetReport:
                     r["text"] = trace_text(Trace.model_validate({k: r[k] for k in Trace.model_fields if k in r}))
             if refs:
                 store.upsert_searchable(table, refs)
+    report["notes"] = forget_notes(store, ids, terms)
     report["traces"] = len(store.scan_rows("traces", _where_has(sorted(ids))))
     _retarget_refs(store, ids, None, scrub=terms)
     like = " OR ".join(f"text LIKE {sql_literal('%' + t + '%')}" for t in terms)
@@ -314,6 +315,22 @@ def forget_entity(store: MemoryStore, entity_id: str) -> ForgetReport:
     erase_history(store, store.table_names(), SEARCHABLE)
     logger.info("forgot %s (%s): %s", root.id, ", ".join(sorted(ids)), report)
     return report
+
+
+def forget_notes(store: MemoryStore, ids: set[str], terms: Sequence[str]) -> int:
+    """Delete the notes (``memory/store/notes.py``) that link to ``ids`` or name one of ``terms``, and
+    the already-spoken rows that cite them; returns how many notes went."""
+    from ..search.focus_terms import mentions_name
+    from ..store.notes import NOTES_CAMERA
+    from ..store.spoken import SpokenMemory
+
+    names = [t for t in terms if t not in ids]
+    notes = [r["id"] for r in store.scan_rows("traces", f"camera_id = {sql_literal(NOTES_CAMERA)}")
+             if set(r["entity_ids"] or ()) & ids or mentions_name(r["summary"] or "", names)]
+    if not notes:
+        return 0
+    SpokenMemory(store).forget(notes)
+    return store.delete_rows("traces", f"id IN {sql_in(notes)}")
 
 
 def _sql_list(values: Sequence[str]) -> str:

@@ -159,3 +159,9 @@ def gallery_segments(ctx: MigrationContext) -> None:
     slots stored before name none and always count."""
     for name in GALLERY_TABLES:
         _add_null_columns(ctx.db.open_table(name), GALLERY_V10_COLUMNS)
+
+
+@migration(11)
+def already_spoken(ctx: MigrationContext) -> None:
+    """Add the ``spoken`` table: the memories proactive reminders have cited (``memory/store/spoken.py``)."""
+    ctx.db.create_table("spoken", schema=table_schemas(ctx.dim)["spoken"], exist_ok=True)

@@ -223,7 +223,7 @@ class StoreReads:
             clauses.append(f"camera_id = {sql_literal(camera)}")
         cols = list(Trace.model_fields)
         rows = self._scan("traces", " AND ".join(clauses) or None, columns=cols)
-        rows.sort(key=lambda r: (r["source"], r["t_start"], r["id"]))
+        rows.sort(key=lambda r: (r["source"], r["t_start"], r["wall_start"] or 0.0, r["id"]))  # notes: by time
         return [model_from_row(Trace, r) for r in rows[offset:offset + limit]]
 
     # ------------------------------------------------------------------ galleries

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 META_TABLE = "meta"
 
@@ -124,6 +124,9 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
             ("entity_ids", _strs), ("jpeg", pa.binary()))),
         "id_alloc": pa.schema(_fields(
             ("kind", _str), ("value", _i64), ("entity_id", _str), ("created_at", _f64))),
+        "spoken": pa.schema(_fields(
+            ("evidence_id", _str), ("notification_id", _str), ("camera_id", _str), ("text", _str),
+            ("spoken_at", _f64), ("created_at", _f64))),
         "ingest_log": pa.schema(_fields(
             ("source", _str), ("camera_id", _str), ("last_segment_index", _i64), ("last_t_end", _f64),
             ("done", pa.bool_()), ("source_size", _i64), ("source_mtime", _f64), ("updated_at", _f64))),

@@ -69,8 +69,10 @@ class WhisperTranscriber:
         min_speech_s: audio shorter than this is not transcribed.
     """
 
-    def __init__(self, model_dir: str | Path | None = None, cpu_threads: int = 1, min_speech_s: float = 0.3) -> None:
+    def __init__(self, model_dir: str | Path | None = None, cpu_threads: int = 1, min_speech_s: float = 0.3,
+                 beam_size: int = 1) -> None:
         self._override = Path(model_dir) if model_dir is not None else None
+        self.beam_size = beam_size
         self.cpu_threads = cpu_threads
         self.min_speech_s = min_speech_s
         self._model: Any = None
@@ -116,7 +118,7 @@ class WhisperTranscriber:
         if model is None:
             return Transcript()
         segments, _info = model.transcribe(np.ascontiguousarray(audio, dtype=np.float32), language="en",
-                                           beam_size=1, word_timestamps=True, vad_filter=False,
+                                           beam_size=self.beam_size, word_timestamps=True, vad_filter=False,
                                            condition_on_previous_text=False,
                                            # greedy only: Whisper's temperature fallback samples, so the
                                            # same audio could transcribe differently on a re-run
@@ -186,7 +188,7 @@ class TurnTranscripts:
 
     def __init__(self, transcriber: WhisperTranscriber, intervals: list[tuple[float, float]],
                  audio: Callable[[float, float], np.ndarray], join_gap_s: float = 1.0, max_turn_s: float = 28.0,
-                 pad_s: float = 0.2, window_s: float = 29.0, gap_s: float = 1.0) -> None:
+                 pad_s: float = 0.5, window_s: float = 29.0, gap_s: float = 1.0) -> None:
         self.transcriber = transcriber
         self.audio = audio
         self.pad_s = pad_s
@@ -208,25 +210,39 @@ class TurnTranscripts:
                 continue
             if i not in self._done:
                 self._transcribe(self.packs[self._pack_of[i]])
-            # A word belongs to the segment that holds its middle, clamped into its turn: Whisper
-            # often dates a turn's first word a little before the voice activity starts, which
-            # would strand it in the silent segment before the turn.
+            # A word belongs to the segment that holds its middle, clamped into its turn and at least
+            # a quarter second inside it (a word's middle never comes sooner after its start): Whisper
+            # often dates a turn's first word a little before the voice activity starts, and the
+            # segmenter's cut at the turn's start may fall a few frames after the turn's own start,
+            # either of which would strand the first word in the silent segment before the turn.
+            inset = min(0.25, (b - a) / 2.0)
             mine = [k for k, w in enumerate(self._done[i])
-                    if start_s <= min(max((w.start + w.end) / 2.0, a), b) < end_s]
+                    if start_s <= min(max((w.start + w.end) / 2.0, a + inset), b - inset) < end_s]
             words.extend(self._done[i][k] for k in mine)
             sentences.extend(s for s in _sentences_of(self._done[i], set(mine)) if s not in sentences)
         for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
             del self._done[i]
-        text = " ".join(w.text for w in words).strip()
-        return Transcript(text=text, sentences=sentences, words=words)
+        return Transcript(text=join_words(words), sentences=sentences, words=words)
+
+    def _padded(self, i: int) -> tuple[float, float]:
+        """Turn ``i`` widened by ``pad_s`` on each side, but never past the middle of the pause to the
+        next or previous turn: the same stretch of audio in two turns' windows would be heard twice."""
+        a, b = self.turns[i]
+        lo, hi = max(0.0, a - self.pad_s), b + self.pad_s
+        if i > 0:
+            lo = max(lo, (self.turns[i - 1][1] + a) / 2)
+        if i + 1 < len(self.turns):
+            hi = min(hi, (b + self.turns[i + 1][0]) / 2)
+        return lo, hi
 
     def _transcribe(self, pack: list[int]) -> None:
         """Transcribe the turns of one pack in one Whisper call; file their words (media time) by turn.
 
-        Whisper sometimes ends a window early after a pause (it takes the silence for the end of the
-        audio): the turns that got no word at all are transcribed again, packed on their own (one by
-        one when the whole pack came back empty), so a turn is never left unheard that a call of its
-        own would have transcribed.
+        Whisper sometimes loses its place in a window after a pause: it takes the silence for the end
+        of the audio, or it hears one turn again where another was said (with timestamps squeezed
+        into the pause), so a turn gets no word of its own and the next gets some twice. When any
+        turn of a pack comes back without a word, the pack's words are not trusted: every turn of it
+        is transcribed again on its own, so no turn is left unheard and no words are heard twice.
         """
         gap = np.zeros(round(self.gap_s * SAMPLE_RATE), np.float32)
         parts: list[np.ndarray] = []
@@ -234,8 +250,8 @@ class TurnTranscripts:
         at = 0
         for i in pack:
             a, b = self.turns[i]
-            lo = max(0.0, a - self.pad_s)
-            samples = np.asarray(self.audio(lo, b + self.pad_s), dtype=np.float32)
+            lo, hi = self._padded(i)
+            samples = np.asarray(self.audio(lo, hi), dtype=np.float32)
             if parts:
                 parts.append(gap)
                 at += len(gap)
@@ -249,10 +265,18 @@ class TurnTranscripts:
             p0, _p1, lo, i = min(placed, key=lambda p: max(p[0] - mid, mid - p[1], 0.0))
             shift = lo - p0
             self._done[i].append(Word(w.text, w.start + shift, w.end + shift, w.probability))
-        unheard = [i for i in pack if not self._done[i]]
-        if len(pack) > 1 and unheard:
-            for again in [unheard] if len(unheard) < len(pack) else [[i] for i in unheard]:
-                self._transcribe(again)
+        if len(pack) > 1 and any(not self._done[i] for i in pack):
+            for i in pack:
+                self._transcribe([i])
+
+
+def join_words(words: list[Word]) -> str:
+    """The text of ``words``; a piece Whisper wrote as the rest of the word before ("ill" "-disposed",
+    "K" "-7", "dad" "'s") joins it without a space."""
+    text = ""
+    for w in words:
+        text += w.text if text and w.text[:1] in "-'" else f" {w.text}"
+    return text.strip()
 
 
 def _sentences_of(words: list[Word], mine: set[int], max_words: int = 25) -> list[str]:
@@ -326,8 +350,39 @@ def _decode_pyav(path: Path, start_s: float, end_s: float | None) -> np.ndarray:
     return audio[lo:hi]
 
 
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+         "sixteen seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+#: spoken forms of abbreviations Whisper writes (scoring only)
+_SPOKEN = {"mr": "mister", "mrs": "missus", "dr": "doctor", "st": "saint", "ok": "okay"}
+
+
+def _number_words(n: int) -> list[str]:
+    """English words of a whole number below a million ("1995" → nineteen ninety five, as read)."""
+    if n < 20:
+        return [_ONES[n]]
+    if n < 100:
+        return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
+    if 1100 <= n < 10000 and n % 100 and (n // 100) % 10:  # years and the like are read in pairs
+        return _number_words(n // 100) + _number_words(n % 100)
+    if n < 1000:
+        return [_ONES[n // 100], "hundred"] + (_number_words(n % 100) if n % 100 else [])
+    return _number_words(n // 1000) + ["thousand"] + (_number_words(n % 1000) if n % 1000 else [])
+
+
 def _normalise(text: str) -> list[str]:
-    return re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
+    """Lower-case words for scoring: punctuation dropped, numbers spelled out ("K7" → k seven), and
+    the abbreviations Whisper writes in their spoken form ("Mr." → mister)."""
+    text = re.sub(r"(?<=\d),(?=\d{3})", "", text.lower())  # 1,000 → 1000
+    text = re.sub(r"(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])", " ", text.replace("-", " "))
+    words: list[str] = []
+    for word in re.sub(r"[^a-z0-9' ]+", " ", text).split():
+        if word.isdigit():
+            words += _number_words(int(word)) if len(word) < 7 and not (len(word) > 1 and word[0] == "0") \
+                else [_ONES[int(d)] for d in word]
+        else:
+            words.append(_SPOKEN.get(word, word))
+    return words
 
 
 def word_error_rate(reference: str, hypothesis: str) -> tuple[int, int]:

@@ -22,16 +22,21 @@ Speaker *identity* (which entity a voice is) is decided elsewhere
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
+from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike
+from perception.detectors.speaker_clusters import runs as _runs
+from perception.detectors.speaker_clusters import runs_joined as _runs_joined
 
 __all__ = ["Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn", "TurnDiarization",
-           "kaldi_fbank"]
+           "cluster", "kaldi_fbank"]
 
 logger = logging.getLogger(__name__)
 
@@ -125,20 +130,48 @@ class SpeakerSegmenter:
         """Whether the model loaded (loads it on first call)."""
         return self._model.session() is not None
 
-    def activity(self, window: np.ndarray) -> np.ndarray:
-        """``[frames, 3]`` booleans: which local speaker talks in each frame (window padded to 10 s)."""
+    def probabilities(self, window: np.ndarray) -> np.ndarray:
+        """``[frames, 7]`` powerset class probabilities of a ≤ 10 s window (padded to 10 s)."""
         session = self._model.session()
         if session is None:
-            return np.zeros((0, 3), bool)
+            return np.zeros((0, len(POWERSET)), np.float32)
         n = int(WINDOW_S * SAMPLE_RATE)
         x = np.zeros(n, np.float32)
         x[:min(n, len(window))] = window[:n]
-        classes = session.run(None, {"waveform": x[None, None]})[0][0].argmax(-1)  # type: ignore[attr-defined]
+        return np.exp(session.run(None, {"waveform": x[None, None]})[0][0])  # type: ignore[attr-defined]
+
+    def activity(self, window: np.ndarray) -> np.ndarray:
+        """``[frames, 3]`` booleans: which local speaker talks in each frame (the most likely class)."""
+        classes = self.probabilities(window).argmax(-1)
         act = np.zeros((len(classes), 3), bool)
         for k, members in enumerate(POWERSET):
             for m in members:
                 act[classes == k, m] = True
         return act
+
+
+def frame_speakers(probs: np.ndarray, speech: np.ndarray, overlap_p: float) -> np.ndarray:
+    """``[frames, 3]`` local speaker activity from powerset ``probs`` where ``speech`` (per frame) is True.
+
+    The segmentation model is a poor judge of the short pauses of a lively conversation (it keeps a
+    speaker "talking" through 0.1–0.4 s gaps and even through digital silence) and calls two
+    alternating voices an overlap, so whether a frame holds speech comes from the voice activity
+    detector, and each speech frame gets its most likely local speaker (the largest marginal);
+    a second one only where the model gives an overlap class containing the first at least ``overlap_p``.
+    """
+    act = np.zeros((len(probs), 3), bool)
+    if not len(probs):
+        return act
+    marginal = np.stack([probs[:, [c for c, m in enumerate(POWERSET) if k in m]].sum(1) for k in range(3)], 1)
+    first = marginal.argmax(1)
+    rows = np.flatnonzero(speech)
+    act[rows, first[rows]] = True
+    for c, members in enumerate(POWERSET):
+        if len(members) == 2:
+            both = speech & (probs[:, c] >= overlap_p) & np.isin(first, members)
+            for m in members:
+                act[both, m] = True
+    return act
 
 
 @dataclass(frozen=True)
@@ -189,11 +222,24 @@ class Diarizer:
         min_cluster_s: a voice cluster with less speech than this joins the most similar larger one
             (a window boundary that leaves half a second of a speaker embeds too noisily to found
             a speaker of its own).
+        overlap_p: a frame holds a second speaker only at this powerset probability of the pair.
+        vad_min_silence_s, vad_threshold, speech_pad_s, vad_chunk_s: Silero VAD's speech frames
+            (pauses kept, threshold, widening, stretch after which its state starts afresh).
+        energy_db: a frame this far above its window's noise floor that the segmentation model does
+            not call silence is speech too (``None``: the VAD alone).
+        centred_threshold, same_voice, centre_min_pieces, centre_min_s: clustering on channel-centred
+            embeddings (see :meth:`_labels`).
+        min_piece_s: shortest piece of a voice that is embedded (shorter than ``min_speech_s`` joins
+            the nearest voice).
     """
 
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
-                 cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.5,
-                 min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 1.0) -> None:
+                 cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.8,
+                 min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 0.0,
+                 overlap_p: float = 0.7, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
+                 centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
+                 centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
+                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -201,11 +247,96 @@ class Diarizer:
         self.min_turn_s = min_turn_s
         self.min_cluster_s = min_cluster_s
         self.run_gap_s = run_gap_s
+        self.overlap_p = overlap_p
+        self.vad_min_silence_s = vad_min_silence_s
+        self.speech_pad_s = speech_pad_s
+        self.vad_threshold = vad_threshold
+        self.min_piece_s = min_piece_s
+        self.vad_chunk_s = vad_chunk_s
+        self.energy_db = energy_db
+        self.centred_threshold = centred_threshold
+        self.same_voice = same_voice
+        self.centre_min_pieces = centre_min_pieces
+        self.centre_min_s = centre_min_s
+        self._vad: Any = None
+        self._vad_lock = threading.Lock()
+
+    def speech_frames(self, audio: np.ndarray) -> np.ndarray:
+        """Per segmentation frame of ``audio`` (from its start, 10 s windows back to back), whether it
+        holds speech by the voice activity detector (pauses of ``vad_min_silence_s`` kept, speech
+        widened by ``speech_pad_s``); all True when the detector is unavailable."""
+        n_win = int(np.ceil(len(audio) / SAMPLE_RATE / WINDOW_S))
+        per_win = int(np.ceil(WINDOW_S / FRAME_STEP_S)) + 1
+        mids = (np.arange(n_win)[:, None] * WINDOW_S + np.arange(per_win)[None] * FRAME_STEP_S
+                + FRAME_SPAN_S / 2).reshape(-1)
+        with self._vad_lock:
+            if self._vad is None:
+                from perception.media.audio import SileroVAD
+
+                try:
+                    self._vad = SileroVAD(threshold=self.vad_threshold)
+                except OSError as exc:  # MediaError: the model file is missing or fails its checksum
+                    logger.warning("diarization without voice activity detection: %s", exc)
+                    self._vad = False
+            if self._vad is False:
+                return np.ones(len(mids), bool)
+            # Fed a long stretch without a real silence (a telephone line's hiss), Silero's recurrent
+            # state drifts until it hears no speech at all: each window starts afresh.
+            spans: list[tuple[float, float]] = []
+            step = self.vad_chunk_s
+            for w in range(int(np.ceil(len(audio) / SAMPLE_RATE / step))):
+                self._vad.reset()
+                chunk = audio[int(w * step * SAMPLE_RATE):int((w + 1) * step * SAMPLE_RATE)]
+                spans += self._vad.speech_intervals(self._vad.probabilities(chunk), t0=w * step,
+                                                    min_silence_s=self.vad_min_silence_s, min_speech_s=0.1)
+            self._vad.reset()
+        mask = np.zeros(len(mids), bool)
+        for a, b in spans:
+            mask |= (mids >= a - self.speech_pad_s) & (mids < b + self.speech_pad_s)
+        return mask.reshape(n_win, per_win)
 
     @property
     def available(self) -> bool:
         """Whether both models loaded."""
         return self.segmenter.available and self.embedder.available
+
+    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray) -> list[int]:
+        """Cluster labels of a recording's voice pieces.
+
+        What two voices share (the channel: a telephone line, a room, a microphone) lifts every
+        cosine between them: different speakers measure 0.4 on a wide-band recording and 0.55 on a
+        telephone line, so no one threshold serves both. With enough pieces the recording's mean
+        embedding is taken off every piece first (what is left is the voice), and pieces are
+        clustered at ``centred_threshold``; clusters whose plain centroids are still alike
+        (``same_voice``: one speaker split by the centring) join again. Few pieces (a short turn)
+        are clustered on plain cosines at ``cluster_threshold``.
+        """
+        m = np.stack(vectors)
+        w = np.asarray(seconds, np.float64)
+        # pieces under min_speech_s embed too noisily to found a voice: they join the nearest one
+        strong = np.flatnonzero(w >= self.min_speech_s)
+        strong = strong if len(strong) else np.arange(len(w))
+        sub = cannot[np.ix_(strong, strong)]
+        space = m
+        if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
+            space = m - (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
+            space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
+            part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
+            part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
+            part = join_alike(m[strong], part, w[strong], sub, self.same_voice)
+        else:
+            part = cluster(list(m[strong]), self.cluster_threshold, cannot=sub)
+            part = absorb_small(list(m[strong]), part, list(w[strong]), sub, self.min_cluster_s)
+        labels = [-1] * len(w)
+        for i, lab in zip(strong, part):
+            labels[i] = lab
+        for i in range(len(w)):
+            if labels[i] < 0:
+                options = [(float((space[i] @ space[[j for j in strong if labels[j] == c]].T).mean()), c)
+                           for c in set(part)
+                           if not cannot[i, [j for j in strong if labels[j] == c]].any()]
+                labels[i] = max(options)[1] if options else max(part) + 1
+        return labels
 
     def diarize(self, audio: np.ndarray, offset: float = 0.0) -> Diarization:
         """Who spoke when in 16 kHz mono ``audio``; turn times are ``offset`` + seconds into the audio."""
@@ -217,17 +348,32 @@ class Diarizer:
         # model's local speaker can stand for two people who talk in turn within one window.
         items: list[tuple[int, int, int, np.ndarray, float]] = []  # (window, local speaker, run, embedding, s)
         windows: list[tuple[float, np.ndarray, dict[int, list[tuple[int, int]]]]] = []
+        speech = self.speech_frames(audio)
         for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
                 windows.append((float(w0), np.zeros((0, 3), bool), {}))
                 continue
-            act = self.segmenter.activity(chunk)
-            act = act[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
+            probs = self.segmenter.probabilities(chunk)
+            probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
+            heard = speech[w, :len(probs)].copy()
+            if self.energy_db is not None:
+                # Silero misses some voices of a band-limited line: a frame well above the window's
+                # noise floor (its quietest tenth) that the segmentation model does not call silence
+                # is speech too.
+                mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
+                idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
+                half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
+                power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) if len(chunk) else 0.0
+                                  for i in idx])
+                db = 10 * np.log10(power + 1e-10)
+                floor = float(np.percentile(db, 10))
+                heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
+            act = frame_speakers(probs, heard, self.overlap_p)
             mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
             runs: dict[int, list[tuple[int, int]]] = {}
             for k in range(3):
-                if act[:, k].sum() * FRAME_STEP_S < self.min_speech_s:
+                if act[:, k].sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
                     continue
                 runs[k] = _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S)))
                 for r, (a, b) in enumerate(runs[k]):
@@ -237,7 +383,7 @@ class Diarizer:
                     # someone else is embedded from all of their frames (noisier, still a speaker).
                     own = span & act[:, k] & (act.sum(1) == 1)
                     use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else span & act[:, k]
-                    if use.sum() * FRAME_STEP_S < self.min_speech_s:
+                    if use.sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
                         continue
                     idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
                                                     int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids[use]])
@@ -251,8 +397,17 @@ class Diarizer:
         win = np.array([it[0] for it in items])
         loc = np.array([it[1] for it in items])
         cannot = (win[:, None] == win[None, :]) & (loc[:, None] != loc[None, :])  # two voices of one window
-        labels = cluster(vectors, self.cluster_threshold, cannot=cannot)
-        labels = absorb_small(vectors, labels, [it[4] for it in items], cannot, self.min_cluster_s)
+        # Only voices heard at the same time are surely two people: in a quick exchange the
+        # segmentation model's local speakers do not follow the people.
+        for i, j in zip(*np.nonzero(np.triu(cannot))):
+            (w, k1, r1), (_, k2, r2) = items[i][:3], items[j][:3]
+            act, runs = windows[w][1], windows[w][2]
+            a1, b1 = runs[k1][r1]
+            a2, b2 = runs[k2][r2]
+            lo, hi = max(a1, a2), min(b1, b2)
+            together = hi > lo and int((act[lo:hi, k1] & act[lo:hi, k2]).sum()) * FRAME_STEP_S >= 0.1
+            cannot[i, j] = cannot[j, i] = together
+        labels = self._labels(vectors, [it[4] for it in items], cannot)
         label_of = {(w, k, r): labels[i] for i, (w, k, r, _, _) in enumerate(items)}
         out = Diarization()
         for c in sorted(set(labels)):
@@ -270,8 +425,9 @@ class Diarizer:
                 for r, (a, b) in enumerate(spans):
                     c = label_of.get((w, k, r), fallback)
                     for x, y in _runs(act[a:b, k]):
-                        start = w0 + (a + x) * FRAME_STEP_S
-                        end = min(total, w0 + (a + y) * FRAME_STEP_S + FRAME_SPAN_S)
+                        # a frame stands for the step around its middle
+                        start = w0 + (a + x) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
+                        end = min(total, w0 + (a + y) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
                         if end - start >= self.min_turn_s:
                             out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
         out.turns.sort(key=lambda t: (t.start, t.speaker))
@@ -279,44 +435,58 @@ class Diarizer:
 
 
 class TurnDiarization:
-    """A file's speech diarized once per speech turn; each segment takes its share of the turns.
+    """A file's speech diarized once per window of consecutive speech turns; segments take their share.
 
     Diarizing every segment on its own ran the segmentation model over a padded 10 s window and
-    embedded every voice again for each short segment. Here each speech turn (the same turns the
-    file's transcripts use, :func:`perception.detectors.asr.speech_turns`) is diarized once, when the
-    first segment that overlaps it asks, and forgotten once the segments have moved past it. A
-    segment gets the voice turns clipped to its span; a voice with under the diarizer's
-    ``min_speech_s`` there is left out (as a segment diarized alone would not have embedded it), and
-    voices of different turns that sound alike (average linkage at the diarizer's threshold) are one
-    voice of the segment. Each voice keeps its turn-wide centroid, so it is matched on all the
-    speech of its turn, and ``seconds`` counts its speech inside the segment.
+    embedded every voice again for each short segment, and a turn diarized alone has too few
+    pieces of speech to tell voices apart well. Here consecutive speech turns (the turns the
+    file's transcripts use, :func:`perception.detectors.asr.speech_turns`) closer than
+    ``join_gap_s`` form one window of at most ``window_s`` of audio, diarized once (the real audio,
+    pauses included) when the first segment that overlaps it asks, and forgotten once the
+    segments have moved past it. A segment gets the voice turns clipped to its span; a voice with
+    under ``min_share_s`` there is left out (too little of it for a voice of that segment), and
+    voices of different windows that sound alike (average linkage at the diarizer's threshold) are
+    one voice of the segment. Each voice keeps its window-wide centroid, so it is matched on all
+    its speech in the window, and ``seconds`` counts its speech inside the segment.
 
     Args:
         diarizer: the diarizer.
         turns: the file's speech turns (media seconds), in time order.
         audio: ``audio(start_s, end_s)`` returns the file's 16 kHz samples in that span.
-        pad_s: audio taken on either side of a turn.
+        pad_s: audio taken on either side of a window's turns.
+        min_share_s: least speech of a voice inside a segment for it to count there.
+        join_gap_s: turns this close share a window.
+        window_s: longest window (seconds of audio, padding included).
     """
 
     def __init__(self, diarizer: Diarizer, turns: list[tuple[float, float]],
-                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2) -> None:
+                 audio: Callable[[float, float], np.ndarray], pad_s: float = 0.2, min_share_s: float = 0.5,
+                 join_gap_s: float = 5.0, window_s: float = 30.0) -> None:
         self.diarizer = diarizer
+        self.min_share_s = min_share_s
         self.turns = turns
         self.audio = audio
         self.pad_s = pad_s
+        self.windows: list[tuple[float, float]] = []
+        for a, b in turns:
+            if self.windows and a - self.windows[-1][1] <= join_gap_s \
+                    and b - self.windows[-1][0] + 2 * pad_s <= window_s:
+                self.windows[-1] = (self.windows[-1][0], b)
+            else:
+                self.windows.append((a, b))
         self._done: dict[int, Diarization] = {}
 
     def span(self, start_s: float, end_s: float) -> Diarization:
-        """Who spoke when in ``[start_s, end_s)``, from the diarization of the turns that overlap it."""
+        """Who spoke when in ``[start_s, end_s)``, from the diarization of the windows that overlap it."""
         found: list[Diarization] = []
-        for i, (a, b) in enumerate(self.turns):
+        for i, (a, b) in enumerate(self.windows):
             if b + self.pad_s <= start_s or a - self.pad_s >= end_s:
                 continue
             if i not in self._done:
                 lo = max(0.0, a - self.pad_s)
                 self._done[i] = self.diarizer.diarize(self.audio(lo, b + self.pad_s), offset=lo)
             found.append(self._done[i])
-        for i in [i for i in self._done if self.turns[i][1] + self.pad_s < start_s]:
+        for i in [i for i in self._done if self.windows[i][1] + self.pad_s < start_s]:
             del self._done[i]
         return self._share(found, start_s, end_s)
 
@@ -328,7 +498,7 @@ class TurnDiarization:
                 a, b = max(t.start, start_s), min(t.end, end_s)
                 if b - a >= d.min_turn_s:
                     clipped.setdefault((k, t.speaker), []).append((a, b))
-        voices = [v for v in clipped if sum(b - a for a, b in clipped[v]) >= d.min_speech_s]
+        voices = [v for v in clipped if sum(b - a for a, b in clipped[v]) >= self.min_share_s]
         if not voices:
             return Diarization()
         vectors = [found[k].embeddings[c] for k, c in voices]
@@ -345,89 +515,3 @@ class TurnDiarization:
             out.turns.extend(SpeakerTurn(round(a, 3), round(b, 3), label) for j in members for a, b in clipped[voices[j]])
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """``(first, last + 1)`` frame index of every run of True in ``mask``."""
-    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
-
-
-def _runs_joined(mask: np.ndarray, max_gap: int) -> list[tuple[int, int]]:
-    """Runs of True in ``mask`` (``(first, last + 1)``), joined across gaps of at most ``max_gap`` frames."""
-    out: list[tuple[int, int]] = []
-    for a, b in _runs(mask):
-        if out and a - out[-1][1] <= max_gap:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
-
-def absorb_small(vectors: list[np.ndarray], labels: list[int], seconds: list[float], cannot: np.ndarray,
-                 min_s: float) -> list[int]:
-    """Labels where every cluster with under ``min_s`` seconds of speech joins its most similar large cluster.
-
-    Similarity is the mean cosine to the large cluster's members; a large cluster holding a vector
-    that ``cannot`` link with one of the small cluster's (another voice of the same window) is never
-    joined. Without an allowed large cluster the small one stays. Labels are renumbered 0, 1, … in
-    order of first use.
-    """
-    total: dict[int, float] = {}
-    for lab, sec in zip(labels, seconds):
-        total[lab] = total.get(lab, 0.0) + sec
-    large = [c for c in total if total[c] >= min_s]
-    out = list(labels)
-    if large:
-        m = np.stack(vectors)
-        for small in [c for c in total if total[c] < min_s]:
-            members = [i for i, lab in enumerate(labels) if lab == small]
-            options = []
-            for c in large:
-                others = [i for i, lab in enumerate(labels) if lab == c]
-                if cannot[np.ix_(members, others)].any():
-                    continue
-                options.append((float((m[members] @ m[others].T).mean()), c))
-            if options:
-                target = max(options)[1]
-                for i in members:
-                    out[i] = target
-    first: dict[int, int] = {}
-    return [first.setdefault(lab, len(first)) for lab in out]
-
-
-def cluster(vectors: list[np.ndarray], threshold: float, groups: list[int] | None = None,
-            cannot: np.ndarray | None = None) -> list[int]:
-    """Average-linkage clustering of unit vectors by cosine; returns a label per vector (0, 1, … by first use).
-
-    Vectors with the same ``groups`` value, or a True in the ``cannot`` matrix, never merge: the
-    local speakers of one segmentation window are different people by construction.
-    """
-    if not vectors:
-        return []
-    m = np.stack(vectors)
-    sim = m @ m.T
-    if groups is not None:
-        g = np.asarray(groups)
-        sim = np.where((g[:, None] == g[None, :]) & ~np.eye(len(g), dtype=bool), -1e3, sim)
-    if cannot is not None:
-        sim = np.where(cannot, -1e3, sim)
-    groups: list[list[int]] = [[i] for i in range(len(vectors))]
-    while len(groups) > 1:
-        best, pair = -2.0, (0, 0)
-        for a in range(len(groups)):
-            for b in range(a + 1, len(groups)):
-                s = float(sim[np.ix_(groups[a], groups[b])].mean())
-                if s > best:
-                    best, pair = s, (a, b)
-        if best < threshold:
-            break
-        a, b = pair
-        groups[a] += groups.pop(b)
-    groups.sort(key=min)
-    labels = [0] * len(vectors)
-    for g, members in enumerate(groups):
-        for i in members:
-            labels[i] = g
-    return labels

@@ -241,6 +241,7 @@ class _Carried:
     text_lines: list[str]
     similarity: dict[str, float]
     full: bool
+    scores: dict[str, float] = field(default_factory=dict)
 
 
 #: a gap in media time longer than this starts a new event (the scheduler always analyses its first segment)
@@ -317,13 +318,14 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     faces: list[FaceInput] = []
     per_frame: list[tuple[int, int]] = []  # (start, end) into faces for each key frame
     labels: dict[str, int] = {}  # object label → most seen on one key frame
+    scores: dict[str, float] = {}  # object label → best detection score
     text_lines: list[str] = []
     transcript = Transcript()
     frame_objects: list[tuple[np.ndarray, float, str, list[ObjectDetection]]] = []
     extra: list[FaceInput] = []
     if carry is not None:  # static and silent: what the last analysis saw is still there
         ids, faces, per_frame = _carry_onto(run, carry, len(picks))
-        labels, text_lines = dict(carry.labels), list(carry.text_lines)
+        labels, text_lines, scores = dict(carry.labels), list(carry.text_lines), dict(carry.scores)
     else:
         if deep:
             found = perceive_keyframes(run, images, picks, kf_ids)
@@ -334,6 +336,8 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                 per_frame.append((start, len(faces)))
                 for label in dict.fromkeys(o.label for o in objects):
                     labels[label] = max(labels.get(label, 0), sum(1 for o in objects if o.label == label))
+                for o in objects:
+                    scores[o.label] = max(scores.get(o.label, 0.0), round(float(o.score), 4))
             text_lines = read_text(run, images)
             transcript = _transcribe(run, segment)
         else:
@@ -381,7 +385,8 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
     full = carry.full if carry is not None else deep and (run.detector is not None or models.objects is not None)
     if carry is None:
         run._carry = _Carried(frames=[[(faces[i], assigned[i]) for i in range(b, e)] for b, e in per_frame],
-                              labels=labels, text_lines=text_lines, similarity=dict(ids.similarity), full=full)
+                              labels=labels, text_lines=text_lines, similarity=dict(ids.similarity), full=full,
+                              scores=scores)
 
     analysed = [
         FrameFaces(t=pick.frame.t, width=pick.frame.image_bgr.shape[1], height=pick.frame.image_bgr.shape[0],
@@ -471,7 +476,22 @@ def _analyse(run: SegmentAnalyzer, segment: Segment) -> SegmentWrite:
                         gallery_bodies=bodies, gallery_voices=voices, gallery_objects=objs.gallery,
                         decisions=decisions, source_size=run.size, source_mtime=run.mtime,
                         vlm_signals=vlm_signals(vlm), risk=vlm.risk if vlm is not None else "none",
+                        object_scores=scores,
+                        seen_at=_first_seen(faces + extra, assigned, frame_objects, canonical, segment.t_start),
                         people=max([len(people), labels.get("person", 0), *(e - b for b, e in per_frame)]))
+
+
+def _first_seen(faces: list[FaceInput], assigned: list[str | None], frame_objects: list[tuple[Any, float, str, Any]],
+                canonical: dict[str, str], t0: float) -> dict[str, float]:
+    """Entity id or detector class → the first media second it was seen in the segment (reminders' times)."""
+    seen: dict[str, float] = {}
+    for face, eid in zip(faces, assigned):
+        if eid is not None:
+            seen[eid] = min(seen.get(eid, face.frame_t), face.frame_t)
+    for _image, t, _kf, objects in frame_objects:
+        for o in objects:
+            seen[o.label] = min(seen.get(o.label, t), t)
+    return {canonical.get(k, k): round(max(v, t0), 3) for k, v in seen.items()}
 
 
 def _confidence(similarity: dict[str, float], canonical: dict[str, str], entity_id: str) -> float:

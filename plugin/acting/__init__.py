@@ -1,1 +1,1 @@
-"""The acting side: the rules service and notification resolver, delivery channels, MQTT."""
+"""The acting side: the rules service and notification resolver, delivery channels, MQTT, proactive reminders."""

@@ -300,8 +300,13 @@ class NotificationService:
 
     # ------------------------------------------------------------------ the resolver
 
-    def resolve(self, signal: RuleSignal, rule: Rule, write: SegmentWrite | None = None) -> NotificationRecord:
-        """Decide what to do with one signal, store the decision and deliver it when sent."""
+    def resolve(self, signal: RuleSignal, rule: Rule, write: SegmentWrite | None = None, *, message: str | None = None,
+                payload: dict[str, Any] | None = None) -> NotificationRecord:
+        """Decide what to do with one signal, store the decision and deliver it when sent.
+
+        ``message`` replaces the rule's text in the notification (a reminder's own words); ``payload``
+        adds facts to it (the memories a reminder came from).
+        """
         with self._lock:
             decision_id = stable_id("ntf_", self.procedural.store.user_id, rule.id, signal.entity_id,
                                     signal.trace_id or f"{signal.wall_start:.3f}")
@@ -320,7 +325,7 @@ class NotificationService:
             if reason == "sent":
                 recent.last_sent, recent.event_sent = signal.wall_start, True
             self._recent[key] = recent
-            rec = self._record(decision_id, signal, rule, policy, reason)
+            rec = self._record(decision_id, signal, rule, policy, reason, message, payload)
         if reason == "sent":
             self._deliver(rec, signal, rule, policy, write)
         logger.info("rule %s × %s on %s: %s (%s)", rule.id, signal.entity_id, signal.camera_id, rec.decision, reason)
@@ -344,8 +349,8 @@ class NotificationService:
         last = self.procedural.last_sent(*key)
         return _Recent(last_sent=last.event_time if last else None)
 
-    def _record(self, decision_id: str, signal: RuleSignal, rule: Rule, policy: NotifyPolicy,
-                reason: str) -> NotificationRecord:
+    def _record(self, decision_id: str, signal: RuleSignal, rule: Rule, policy: NotifyPolicy, reason: str,
+                message: str | None = None, payload: dict[str, Any] | None = None) -> NotificationRecord:
         sent = reason == "sent"
         channels: dict[str, str] = {}
         if sent:
@@ -359,14 +364,15 @@ class NotificationService:
                     logger.warning("policy of %s names channel %r but notifications.channels has no %s section",
                                    signal.camera_id, name, name)
         evidence = "; ".join(signal.evidence)
-        message = f"[{rule.severity}] {signal.camera_id}: {rule.text}" + (f" — {evidence}" if evidence else "")
+        if message is None:
+            message = f"[{rule.severity}] {signal.camera_id}: {rule.text}" + (f" — {evidence}" if evidence else "")
         rec = NotificationRecord(
             id=decision_id, seq=self.procedural.next_seq(), rule_id=rule.id, trace_id=signal.trace_id,
             camera_id=signal.camera_id, entity_id=signal.entity_id, severity=rule.severity,
             decision="sent" if sent else "suppressed", reason=reason, message=message, event_time=signal.wall_start,
             keyframe_id=signal.keyframe_id, channels=channels, created_at=self.clock(),
-            payload={"rule_text": rule.text, "evidence": signal.evidence, "t_start": signal.t_start,
-                     "origin": signal.origin, "entities": signal.entities})
+            payload={**(payload or {}), "rule_text": rule.text, "evidence": signal.evidence,
+                     "t_start": signal.t_start, "origin": signal.origin, "entities": signal.entities})
         return self.procedural.record(rec)
 
     def _deliver(self, rec: NotificationRecord, signal: RuleSignal, rule: Rule, policy: NotifyPolicy,

@@ -15,6 +15,7 @@ from typing import Any
 from memory.errors import NotFoundError
 from memory.identity.identity_ops import entity_decisions, forget_entity, merge_entities, name_entity, split_entity
 from memory.models import Entity
+from memory.store.notes import NOTES_CAMERA
 
 __all__ = [
     "edit_entity",
@@ -37,6 +38,8 @@ def _cameras(engine: Any) -> list[str]:
     found = {s.camera_id for s in engine.store.ingest_sources() if s.camera_id}
     found.update(s.camera_id for s in engine.manifest.sources if s.camera_id)
     found.update(info.camera_id for info in engine.worker.status())
+    if engine.store.count_traces(NOTES_CAMERA):
+        found.add(NOTES_CAMERA)  # what users and hosts told memory (memory_note, remember)
     return sorted(found)
 
 

@@ -16,7 +16,7 @@ __all__ = ["EVALS", "add_eval_parsers"]
 logger = logging.getLogger(__name__)
 
 #: evaluation modules under ``plugin.evals``; a missing one is simply not offered
-EVALS = ("reid", "asr", "diarization", "rules", "qa", "objects")
+EVALS = ("reid", "asr", "diarization", "rules", "qa", "proactive", "objects")
 
 
 def add_eval_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -2,8 +2,9 @@
 
 FOLDER holds audio (or video) files and ``transcripts.json`` mapping each file name to its
 reference text. Every listed file is decoded to 16 kHz mono, transcribed with the packaged
-Whisper tiny.en (extra ``asr``), and compared after normalisation (lower case, punctuation
-removed). The reported WER is corpus-level: total word edits / total reference words.
+Whisper tiny.en (extra ``asr``) in one call, or with ``--turns`` as ingestion hears it (its speech
+turns packed into Whisper windows), and compared after normalisation (lower case, punctuation
+removed, numbers spelled out). The reported WER is corpus-level: total word edits / total reference words.
 """
 
 from __future__ import annotations
@@ -22,10 +23,23 @@ __all__ = ["add_parser", "evaluate"]
 logger = logging.getLogger(__name__)
 
 
-def evaluate(folder: Path, progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
+def _as_ingested(asr: object, path: Path) -> str:
+    """The words ingestion hears in a file: its speech turns (Silero VAD) packed into Whisper windows."""
+    from functools import lru_cache, partial
+
+    from perception.detectors.asr import TurnTranscripts
+    from perception.media.audio import SileroVAD, decode_audio, scan_audio
+
+    intervals = scan_audio(path, SileroVAD()).intervals
+    turns = TurnTranscripts(asr, intervals, lru_cache(maxsize=32)(partial(decode_audio, path)))  # type: ignore[arg-type]
+    return turns.span(0.0, intervals[-1][1] + 1.0).text if intervals else ""
+
+
+def evaluate(folder: Path, progress: Callable[[int, int], None] | None = None, turns: bool = False) -> dict[str, object]:
     """Transcribe every file of ``folder/transcripts.json``; return wer, n and per-file rows.
 
-    ``progress(done, total)`` is called after each file.
+    ``progress(done, total)`` is called after each file. With ``turns`` each file is heard as
+    ingestion hears it (speech turns packed into Whisper windows) instead of in one call.
 
     Raises:
         PluginError: the folder or its transcripts.json is missing/invalid, or ASR is unavailable.
@@ -50,7 +64,7 @@ def evaluate(folder: Path, progress: Callable[[int, int], None] | None = None) -
         path = folder / name
         if not path.is_file():
             raise PluginError(f"{path} is listed in transcripts.json but missing; add it or remove the entry")
-        hypothesis = asr.transcribe(load_audio(path)).text
+        hypothesis = _as_ingested(asr, path) if turns else asr.transcribe(load_audio(path)).text
         e, n = word_error_rate(str(reference), hypothesis)
         edits, words = edits + e, words + n
         rows.append({"file": name, "wer": round(e / max(n, 1), 4), "hypothesis": hypothesis})
@@ -62,11 +76,13 @@ def evaluate(folder: Path, progress: Callable[[int, int], None] | None = None) -
 def _run(args: argparse.Namespace) -> int:
     from plugin.cli import _out
 
-    result = evaluate(Path(args.folder), progress=eval_progress("asr", "file(s)"))
+    result = evaluate(Path(args.folder), progress=eval_progress("asr", "file(s)"), turns=args.turns)
     if args.json:
         _out(json.dumps({"wer": result["wer"], "n": result["n"]}))
         return 0
-    _out("protocol: each file → 16 kHz mono → Whisper tiny.en (greedy) → normalised words; WER = edits / ref words")
+    how = "speech turns (Silero VAD) packed into Whisper windows, as ingested" if args.turns else "one call"
+    _out(f"protocol: each file → 16 kHz mono → Whisper tiny.en (greedy, {how}) → normalised words (numbers "
+         "spelled out); WER = edits / ref words")
     for row in result["files"]:  # type: ignore[attr-defined]
         _out(f"  {row['wer']:6.3f}  {row['file']}: {row['hypothesis']}")
     _out(f"WER {result['wer']:.4f} over {result['n']} file(s)")
@@ -78,4 +94,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("asr", help="word error rate of speech-to-text against FOLDER/transcripts.json")
     p.add_argument("folder", help="folder with audio files and transcripts.json (file name → reference text)")
     p.add_argument("--json", action="store_true", help='print one JSON object {"wer", "n"}')
+    p.add_argument("--turns", action="store_true",
+                   help="hear each file as ingestion does (its speech turns packed into Whisper windows)")
     p.set_defaults(func=_run)

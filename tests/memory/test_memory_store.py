@@ -31,7 +31,8 @@ def test_opening_creates_every_table_and_records_version_and_embedder(store_path
         meta = {r["key"]: r["value"] for r in store._db.open_table(META_TABLE).search().limit(None).to_list()}
     assert set(counts) == {"entities", "observations", "traces", "schemas", "facts", "camera_context", "rules",
                            "notifications", "gallery_face", "gallery_body", "keyframes", "ingest_log",
-                           "identity_decisions", "semantic_state", "id_alloc", "gallery_voice", "gallery_object"}
+                           "identity_decisions", "semantic_state", "id_alloc", "gallery_voice", "gallery_object",
+                           "spoken"}
     assert all(n == 0 for n in counts.values())
     assert meta == {"schema_version": str(SCHEMA_VERSION), "embedding_dim": "64", "embedding_name": "hash-64"}
 
@@ -63,7 +64,7 @@ def test_a_version_6_store_gains_face_poses_and_keeps_its_slots(store_path: Path
         store.add_gallery_faces([slot.model_copy(update={"id": "gal_2", "turn": 1.4})])
         assert sorted(g.turn for g in store.face_gallery()) == [0.0, 1.4]
         meta = {r["key"]: r["value"] for r in store._db.open_table(META_TABLE).search().limit(None).to_list()}
-    assert meta["schema_version"] == str(SCHEMA_VERSION) == "10"
+    assert meta["schema_version"] == str(SCHEMA_VERSION) == "11"
 
 
 def test_using_a_closed_store_says_how_to_open_it(store_path: Path) -> None:

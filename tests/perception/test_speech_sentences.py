@@ -51,7 +51,7 @@ def test_each_piece_of_a_cut_sentence_quotes_the_whole_sentence_and_is_found_by_
 
     async def run() -> list[dict]:
         async with Client(create_server(load_manifest(manifest)), raise_exceptions=True) as client:
-            found = await client.call_tool("memory_search", {"query": "fellow Americans", "level": "traces"})
+            found = await client.call_tool("memory_search", {"query": "what your country can do for you", "level": "traces"})
             return found.structured_content["hits"]
 
     hits = anyio.run(run)
@@ -62,7 +62,8 @@ def test_each_piece_of_a_cut_sentence_quotes_the_whole_sentence_and_is_found_by_
     for r in spoken:  # every quote is a whole sentence that holds words of the segment
         words = {w.strip(".,!?").lower() for w in r["transcript"].split()}
         assert all(words & {w.strip(".,!?").lower() for w in q.split()} for q in r["quotes"])
-    sentence = next(q for r in pieces for q in r["quotes"] if "fellow" in q.lower())  # heard on any CPU
+    # the long sentence; where Whisper ends the short one before it depends on the CPU's kernels
+    sentence = next(q for r in pieces for q in r["quotes"] if "country" in q.lower())
     holders = {r["id"] for r in spoken if sentence in r["quotes"]}
     assert len(holders) >= 2  # the sentence spans segments; each piece carries it
     assert hits and hits[0]["id"] in holders

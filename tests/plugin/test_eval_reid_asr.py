@@ -58,6 +58,9 @@ def test_eval_asr_prints_the_word_error_rate(tmp_path: Path, capsys: pytest.Capt
     assert main(["eval", "asr", str(tmp_path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["n"] == 1 and result["wer"] <= 0.15
+    assert main(["eval", "asr", str(tmp_path), "--json", "--turns"]) == 0  # as ingestion hears it
+    result = json.loads(capsys.readouterr().out)
+    assert result["n"] == 1 and result["wer"] <= 0.15
 
 
 def test_eval_asr_explains_a_missing_transcripts_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

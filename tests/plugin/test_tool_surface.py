@@ -115,6 +115,7 @@ async def _call_every_tool(client: Client) -> dict[str, CallToolResult]:
     entity = (await call("entity_list", {"limit": 3}))["entities"][0]["id"]
     await call("entity_get", {"entity_id": entity})
     await call("entity_update", {"action": "name", "entity_id": entity, "name": "Stage Person"})
+    await call("memory_note", {"text": "Stage Person promised to bring the microphone back."})
     await call("context_set", {"camera_id": "stage", "scene_type": "theatre stage", "routines": ["rehearsal"]})
     await call("context_get", {"camera_id": "stage"})
     rule = (await call("rule_add", {"text": "someone at the microphone", "camera": "stage"}))["id"]
@@ -183,8 +184,8 @@ async def test_the_default_tool_surface_fits_a_hosts_budget_and_groups_are_chose
     names = {t.name for t in default}
     assert {"memory_search", "entity_update", "rule_add", "notify_poll", "capture_start"} <= names
     assert not names & {"perception_steer", "context_set"}  # opt-in groups
-    assert {"perception_steer", "context_set"} <= {t.name for t in every} and len(every) == 19
-    assert memory == {"memory_search", "memory_get", "memory_visual_evidence"}
+    assert {"perception_steer", "context_set"} <= {t.name for t in every} and len(every) == 20
+    assert memory == {"memory_search", "memory_get", "memory_visual_evidence", "memory_note"}
     # compacting keeps every input property and description the model needs
     rule_add = next(t for t in default if t.name == "rule_add")
     assert set(rule_add.input_schema["properties"]) == {"text", "camera", "conditions", "severity", "cooldown"}
