@@ -102,7 +102,8 @@ def main() -> None:
     parser.add_argument("--level", default="light", choices=["light", "full"])
     parser.add_argument("--clips", type=Path, default=Path(tempfile.gettempdir()) / "reflectworld-bench")
     args = parser.parse_args()
-    real, real_s, _static, _static_s = clips(args.clips)
+    active, _static, _static_s = clips(args.clips)
+    real, real_s = active[0]  # the mixed clip
     seconds = args.hours * 3600
     tenth = seconds / 10
     costs: list[tuple[float, float, float]] = []  # (t_end, cpu ms, media s) per segment
