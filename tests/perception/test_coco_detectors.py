@@ -89,3 +89,12 @@ def test_the_cat_is_a_cat_with_its_box_on_the_photograph_however_it_is_framed(fr
     assert cats and cats[0].score >= 0.35  # the threshold is 0.25
     x, y, w, h = ((v - off) / scale for v, off in zip(cats[0].box, (left, top, 0, 0)))
     assert x <= 40 and x + w >= 350 and y <= 40 and y + h >= 260  # the cat fills the 451×300 photograph
+
+
+def test_a_frame_the_coco_model_is_unsure_of_takes_the_household_ssds_people_cats_and_dogs_only() -> None:
+    unsure = CenterNetDetector(score_threshold=0.9)  # CenterNet's own cat (about 0.5) and cup (0.6) are dropped
+    found = unsure.detect(_image("chelsea.png"))
+    assert [o.label for o in found] == ["cat"] and found[0].score >= 0.5  # the SSD's cat (about 0.85)
+    x, y, w, h = found[0].box
+    assert w * h >= 0.5 * 451 * 300  # it fills the photograph
+    assert unsure.detect(_image("coffee.png")) == []  # the SSD's "coffee cup" is not one it is asked for
