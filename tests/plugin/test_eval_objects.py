@@ -100,3 +100,17 @@ def test_eval_objects_on_the_repository_photographs_names_them_as_stills_and_as_
     assert "person" in rows["astronaut.png"]["clip"] and "cup" in rows["coffee.png"]["clip"]
     assert clip["per_class"]["person"]["recall"] == 1.0 and clip["recall"] >= 0.75
     assert stills["precision"] >= 0.6 and clip["segments"] >= 4
+
+
+def test_a_photograph_the_coco_model_is_unsure_of_still_yields_its_cat_as_a_still_and_as_a_clip(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    shutil.copy(DATA / "images" / "chelsea.png", folder / "chelsea.png")
+    (folder / "chelsea.json").write_text(json.dumps([{"label": "cat", "box": [0, 0, 451, 300]}]))
+    manifest = tmp_path / "manifest.yaml"  # CenterNet's own cat (about 0.5) falls under this threshold
+    manifest.write_text("perception:\n  objects:\n    type: coco\n    threshold: 0.9\n", encoding="utf-8")
+    assert main(["eval", "objects", str(folder), "--manifest", str(manifest), "--seconds", "2", "--size", "452x300",
+                 "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["images"][0]
+    assert row["stills"] == ["cat"] and row["clip"] == ["cat"]  # the household SSD's cat, through ingest too
