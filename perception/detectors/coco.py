@@ -33,7 +33,8 @@ gives the class (:data:`ARBITRATED`). Frames without either pay nothing.
 The SSD also backs the COCO model up where it is unsure. On a frame where the COCO model names
 nothing, or nothing with a score of at least :data:`CONFIDENT`, the SSD's people, cats and dogs
 (:data:`FALLBACK`, score ≥ :data:`ARBITER_SCORE`) are taken: a COCO box one of them overlaps
-(IoU ≥ 0.3) takes its class, the others are added. Its scores for these classes are high (0.5–0.87
+(IoU ≥ 0.3 for a person, cat or dog box, ≥ :data:`RENAME_IOU` for a box of another class, so a
+couch under a cat keeps its name) takes its class, the others are added. Its scores for these classes are high (0.5–0.87
 on the labelled photographs) and it keeps them where the COCO model's drop: the repository's cat
 turned upside down reads ``person`` at 0.28 to CenterNet and ``cat`` at 0.77 to the SSD. Its other
 classes are left out (on a shelf of boxes it reads ``table``). Only such frames pay the SSD (~10 ms).
@@ -73,6 +74,8 @@ ARBITER_SCORE, ARBITER_IOU = 0.5, 0.3
 CONFIDENT = 0.35
 #: the SSD's classes taken on a frame the COCO model is unsure of (its names are COCO's)
 FALLBACK = frozenset({"person", "cat", "dog"})
+#: on such a frame, a COCO box of another class takes the SSD's class only when they overlap this much
+RENAME_IOU = 0.5
 
 
 def letterbox(image_bgr: np.ndarray, size: int) -> tuple[np.ndarray, float, int, int]:
@@ -171,7 +174,8 @@ class _CocoDetector:
         for det in found:
             if everything or det.label in classes:
                 i = max(range(len(opinions)), key=lambda k: _iou(opinions[k].box, det.box))
-                if _iou(opinions[i].box, det.box) >= ARBITER_IOU:
+                # a box of another class is renamed only when it is the same box (a couch under a cat stays)
+                if _iou(opinions[i].box, det.box) >= (ARBITER_IOU if det.label in classes else RENAME_IOU):
                     used.add(i)
                     if opinions[i].label != det.label:
                         det = ObjectDetection(label=opinions[i].label, score=det.score, box=det.box)
