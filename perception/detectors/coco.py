@@ -31,13 +31,15 @@ dog, the SSD is asked too, and a cat or dog box it finds on the same object (IoU
 gives the class (:data:`ARBITRATED`). Frames without either pay nothing.
 
 The SSD also backs the COCO model up where it is unsure. On a frame where the COCO model names
-nothing, or nothing with a score of at least :data:`CONFIDENT`, the SSD's people, cats and dogs
-(:data:`FALLBACK`, score ≥ :data:`ARBITER_SCORE`) are taken: a COCO box one of them overlaps
-(IoU ≥ 0.3 for a person, cat or dog box, ≥ :data:`RENAME_IOU` for a box of another class, so a
-couch under a cat keeps its name) takes its class, the others are added. Its scores for these classes are high (0.5–0.87
-on the labelled photographs) and it keeps them where the COCO model's drop: the repository's cat
-turned upside down reads ``person`` at 0.28 to CenterNet and ``cat`` at 0.77 to the SSD. Its other
-classes are left out (on a shelf of boxes it reads ``table``). Only such frames pay the SSD (~10 ms).
+nothing, or nothing with a score of at least :data:`CONFIDENT`, while it sees at least a faint
+person, cat or dog (a candidate scoring :data:`FALLBACK_HINT`, below its threshold), the SSD's
+people, cats and dogs (:data:`FALLBACK`, score ≥ :data:`ARBITER_SCORE`) are taken: a COCO box one
+of them overlaps (IoU ≥ 0.3 for a person, cat or dog box, ≥ :data:`RENAME_IOU` for a box of another
+class, so a couch under a cat keeps its name) takes its class, the others are added. Its scores for
+these classes are high (0.5–0.87 on the labelled photographs) and it keeps them where the COCO
+model's drop: the repository's cat turned upside down reads ``person`` at 0.28 to CenterNet and
+``cat`` at 0.77 to the SSD. Its other classes are left out (on a shelf of boxes it reads ``table``).
+Only such frames pay the SSD (~10 ms); an empty room's candidates stay near 0.02.
 
 The measured choice between them (precision/recall on labelled photographs, people in the test clip,
 ms per frame) is in ``bench/coco_detectors.py`` and the README; CenterNet is the default
@@ -56,8 +58,8 @@ from perception.detectors.labels import COCO_LABELS
 from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import ObjectDetection, SSDObjectDetector, _clip, _nms, _OnnxModel
 
-__all__ = ["ARBITRATED", "COCO_LABELS", "CONFIDENT", "FALLBACK", "SAME_OBJECT_IOU", "CenterNetDetector", "NanoDetDetector", "coco_detector", "letterbox",
-           "one_name_per_object"]
+__all__ = ["ARBITRATED", "COCO_LABELS", "CONFIDENT", "FALLBACK", "FALLBACK_HINT", "SAME_OBJECT_IOU", "CenterNetDetector",
+           "NanoDetDetector", "coco_detector", "letterbox", "one_name_per_object"]
 
 NANODET_FILE = MODELS_DIR / "nanodet.onnx"
 NANODET_SHA256 = "4faa76d3ae84e3304ad8c4601c260d92253f477c201cbc042782fb44e982b7d2"
@@ -76,6 +78,10 @@ CONFIDENT = 0.35
 FALLBACK = frozenset({"person", "cat", "dog"})
 #: on such a frame, a COCO box of another class takes the SSD's class only when they overlap this much
 RENAME_IOU = 0.5
+#: ... and only when the COCO model's best person, cat or dog candidate (below its threshold too) reaches
+#: this: an empty room's stays near 0.02, so it pays nothing
+FALLBACK_HINT = 0.1
+_FALLBACK_INDEX = np.array([COCO_LABELS.index(c) for c in sorted(FALLBACK)])
 
 
 def letterbox(image_bgr: np.ndarray, size: int) -> tuple[np.ndarray, float, int, int]:
@@ -148,13 +154,14 @@ class _CocoDetector:
             fw, fh, shift = w, h, np.zeros(4, np.float32)
         rgb = cv2.cvtColor(square, cv2.COLOR_BGR2RGB)
         found = []
-        for label, score, box in self._decode(session, rgb, fw, fh):
+        decoded, hint = self._decode(session, rgb, fw, fh)
+        for label, score, box in decoded:
             box = box - shift
             det = _clip(label, score, box, w, h)
             if det.box[2] >= 2 and det.box[3] >= 2:  # not a box of padding only
                 found.append(det)
         found = one_name_per_object(found)
-        if max((d.score for d in found), default=0.0) < CONFIDENT:
+        if max((d.score for d in found), default=0.0) < CONFIDENT and hint >= FALLBACK_HINT:
             return self._arbitrate(image_bgr, found, FALLBACK, everything=True)
         return self._arbitrate(image_bgr, found, ARBITRATED)
 
@@ -184,9 +191,11 @@ class _CocoDetector:
             out += [o for i, o in enumerate(opinions) if i not in used]
         return one_name_per_object(out)
 
-    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> list[tuple[str, float, np.ndarray]]:
+    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> tuple[
+            list[tuple[str, float, np.ndarray]], float]:
         """Run the model on its square RGB input; ``(label, score, (x, y, w, h))`` with the square mapped onto
-        ``w``×``h`` pixels (the letterboxed square, or the frame), after per-class NMS, best first."""
+        ``w``×``h`` pixels (the letterboxed square, or the frame), after per-class NMS, best first; and the
+        best score of any :data:`FALLBACK` class candidate, below the threshold too."""
         raise NotImplementedError
 
 
@@ -201,17 +210,20 @@ class NanoDetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.35, iou_threshold: float = 0.5) -> None:
         super().__init__(NANODET_FILE, NANODET_SHA256, score_threshold, iou_threshold)
 
-    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> list[tuple[str, float, np.ndarray]]:
+    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> tuple[
+            list[tuple[str, float, np.ndarray]], float]:
         s = self.size
         x = (rgb.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
         outs = session.run(None, {session.get_inputs()[0].name: x})
         boxes, scores, classes = [], [], []
+        hint = 0.0
         for stride in self.strides:
             g = s // stride
             n = g * g
             cls_out = next(o for o in outs if o.shape[1] == n and o.shape[2] == len(COCO_LABELS))[0]
             reg = next(o for o in outs if o.shape[1] == n and o.shape[2] != len(COCO_LABELS))[0]
             best = cls_out.max(1)
+            hint = max(hint, float(cls_out[:, _FALLBACK_INDEX].max()))
             keep = np.flatnonzero(best >= self.score_threshold)
             if keep.size == 0:
                 continue
@@ -228,10 +240,10 @@ class NanoDetDetector(_CocoDetector):
             scores.append(best[keep])
             classes.append(cls_out[keep].argmax(1))
         if not boxes:
-            return []
+            return [], hint
         b, sc, cl = np.concatenate(boxes), np.concatenate(scores), np.concatenate(classes)
         kept = _nms(b, sc, cl, self.score_threshold, self.iou_threshold)
-        return [(COCO_LABELS[int(cl[i])], float(sc[i]), b[i]) for i in kept]
+        return [(COCO_LABELS[int(cl[i])], float(sc[i]), b[i]) for i in kept], hint
 
 
 class CenterNetDetector(_CocoDetector):
@@ -244,19 +256,22 @@ class CenterNetDetector(_CocoDetector):
     def __init__(self, score_threshold: float = 0.25, iou_threshold: float = 0.5) -> None:
         super().__init__(CENTERNET_FILE, CENTERNET_SHA256, score_threshold, iou_threshold)
 
-    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> list[tuple[str, float, np.ndarray]]:
+    def _decode(self, session: Any, rgb: np.ndarray, w: float, h: float) -> tuple[
+            list[tuple[str, float, np.ndarray]], float]:
         s = self.size
         name = session.get_inputs()[0].name
         det = session.run(["tower_0/detections"], {name: rgb.astype(np.float32)[None]})[0][0]
+        candidates = det[np.isin(det[:, 5].astype(int), _FALLBACK_INDEX), 4]
+        hint = float(candidates.max()) if candidates.size else 0.0
         det = det[det[:, 4] >= self.score_threshold]
         if det.size == 0:
-            return []
+            return [], hint
         fx, fy = w / s, h / s
         boxes = np.stack([det[:, 0] * fx, det[:, 1] * fy, (det[:, 2] - det[:, 0]) * fx, (det[:, 3] - det[:, 1]) * fy], 1)
         cls = det[:, 5].astype(int)
         kept = _nms(boxes, det[:, 4], cls, self.score_threshold, self.iou_threshold)
         return [(COCO_LABELS[int(cls[i])], float(det[i, 4]), boxes[i]) for i in kept
-                if 0 <= int(cls[i]) < len(COCO_LABELS)]
+                if 0 <= int(cls[i]) < len(COCO_LABELS)], hint
 
 
 def coco_detector(model: str = "centernet", threshold: float | None = None) -> NanoDetDetector | CenterNetDetector:
