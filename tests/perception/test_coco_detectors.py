@@ -98,3 +98,11 @@ def test_a_frame_the_coco_model_is_unsure_of_takes_the_household_ssds_people_cat
     x, y, w, h = found[0].box
     assert w * h >= 0.5 * 451 * 300  # it fills the photograph
     assert unsure.detect(_image("coffee.png")) == []  # the SSD's "coffee cup" is not one it is asked for
+
+
+def test_an_empty_room_names_nothing_and_does_not_ask_the_household_ssd() -> None:
+    detector = CenterNetDetector()
+    room = np.full((480, 640, 3), 110, np.uint8)
+    room[300:] = 90  # a floor
+    assert detector.detect(room) == []
+    assert detector._arbiter is None  # no faint person, cat or dog: the SSD is not run (nor loaded)
