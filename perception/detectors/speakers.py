@@ -239,7 +239,9 @@ class Diarizer:
                  overlap_p: float = 0.7, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
-                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0) -> None:
+                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0,
+                 split_db: float | None = None, split_min_s: float = 0.05, split_run_s: float = 1.5,
+                 split_piece_s: float = 0.3, trim_db: float | None = None) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -254,6 +256,11 @@ class Diarizer:
         self.min_piece_s = min_piece_s
         self.vad_chunk_s = vad_chunk_s
         self.energy_db = energy_db
+        self.split_db = split_db
+        self.split_min_s = split_min_s
+        self.trim_db = trim_db
+        self.split_run_s = split_run_s
+        self.split_piece_s = split_piece_s
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -300,7 +307,8 @@ class Diarizer:
         """Whether both models loaded."""
         return self.segmenter.available and self.embedder.available
 
-    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray) -> list[int]:
+    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray
+                ) -> tuple[list[int], np.ndarray | None]:
         """Cluster labels of a recording's voice pieces.
 
         What two voices share (the channel: a telephone line, a room, a microphone) lifts every
@@ -318,8 +326,10 @@ class Diarizer:
         strong = strong if len(strong) else np.arange(len(w))
         sub = cannot[np.ix_(strong, strong)]
         space = m
+        mean = None
         if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
-            space = m - (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
+            mean = (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
+            space = m - mean
             space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
             part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
             part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
@@ -336,7 +346,60 @@ class Diarizer:
                            for c in set(part)
                            if not cannot[i, [j for j in strong if labels[j] == c]].any()]
                 labels[i] = max(options)[1] if options else max(part) + 1
-        return labels
+        return labels, mean
+
+    def _reassign(self, audio: np.ndarray, windows: list, items: list, labels: list[int], mean: np.ndarray | None,
+                  dips_of: dict[int, np.ndarray]) -> dict[tuple[int, int, int], list[tuple[int, int, int]]]:
+        """Long runs cut at their quiet dips, each part given its nearest voice.
+
+        A run of one local speaker can hold two people when the pause between their turns is
+        shorter than the voice activity detector bridges. Once the voices are known (their centroids
+        stand on many pieces), every part of a run that has a dip near the noise floor is embedded
+        and given the voice it is closest to. Returns ``{(window, local speaker, run): [(first
+        frame, end frame, label)]}`` for the runs that were cut.
+        """
+        space = np.stack([it[3] for it in items])
+        if mean is not None:
+            space = space - mean
+            space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
+        secs = np.array([it[4] for it in items])
+        names = sorted(set(labels))
+        if len(names) < 2:
+            return {}
+        lab = np.array(labels)
+        cents = np.stack([(space[lab == c] * secs[lab == c, None]).sum(0) for c in names])
+        cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
+        out: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+        min_frames = int(round(self.split_piece_s / FRAME_STEP_S))
+        for i, (w, k, r, _, _) in enumerate(items):
+            w0, act, runs = windows[w]
+            a, b = runs[k][r]
+            if (b - a) * FRAME_STEP_S < self.split_run_s:
+                continue
+            cuts = [a] + [int(c) for c in np.flatnonzero(dips_of[w][a + 1:b]) + a + 1] + [b]
+            spans: list[list[int]] = []
+            for lo, hi in zip(cuts[:-1], cuts[1:]):  # parts too short to embed join the previous one
+                if spans and (hi - lo < min_frames or spans[-1][1] - spans[-1][0] < min_frames):
+                    spans[-1][1] = hi
+                else:
+                    spans.append([lo, hi])
+            if len(spans) > 1 and spans[-1][1] - spans[-1][0] < min_frames:
+                spans[-2][1] = spans.pop()[1]
+            if len(spans) < 2:
+                continue
+            parts = []
+            for lo, hi in spans:
+                frames = np.flatnonzero(act[lo:hi, k]) + lo
+                vec = _embed_frames(self.embedder, audio, w0, frames) if len(frames) >= min_frames else None
+                if vec is None:
+                    parts.append((lo, hi, labels[i]))
+                    continue
+                if mean is not None:
+                    vec = vec - mean
+                    vec = vec / max(float(np.linalg.norm(vec)), 1e-9)
+                parts.append((lo, hi, names[int(np.argmax(cents @ vec))]))
+            out[(w, k, r)] = parts
+        return out
 
     def diarize(self, audio: np.ndarray, offset: float = 0.0) -> Diarization:
         """Who spoke when in 16 kHz mono ``audio``; turn times are ``offset`` + seconds into the audio."""
@@ -349,6 +412,7 @@ class Diarizer:
         items: list[tuple[int, int, int, np.ndarray, float]] = []  # (window, local speaker, run, embedding, s)
         windows: list[tuple[float, np.ndarray, dict[int, list[tuple[int, int]]]]] = []
         speech = self.speech_frames(audio)
+        dips_of: dict[int, np.ndarray] = {}
         for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
@@ -357,18 +421,27 @@ class Diarizer:
             probs = self.segmenter.probabilities(chunk)
             probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
             heard = speech[w, :len(probs)].copy()
+            mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
+            idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
+            half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
+            power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) if len(chunk) else 0.0
+                              for i in idx])
+            db = 10 * np.log10(power + 1e-10)
+            floor = float(np.percentile(db, 10))
             if self.energy_db is not None:
                 # Silero misses some voices of a band-limited line: a frame well above the window's
                 # noise floor (its quietest tenth) that the segmentation model does not call silence
                 # is speech too.
-                mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
-                idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
-                half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
-                power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) if len(chunk) else 0.0
-                                  for i in idx])
-                db = 10 * np.log10(power + 1e-10)
-                floor = float(np.percentile(db, 10))
                 heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
+            if self.trim_db is not None:
+                heard = _trim(heard, db < floor + self.trim_db)
+            dips = np.zeros(len(probs), bool)
+            if self.split_db is not None:
+                low = db <= floor + self.split_db
+                for a, b in _runs(low):
+                    if (b - a) * FRAME_STEP_S >= self.split_min_s:
+                        dips[(a + b) // 2] = True
+            dips_of[w] = dips
             act = frame_speakers(probs, heard, self.overlap_p)
             mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
             runs: dict[int, list[tuple[int, int]]] = {}
@@ -407,8 +480,9 @@ class Diarizer:
             lo, hi = max(a1, a2), min(b1, b2)
             together = hi > lo and int((act[lo:hi, k1] & act[lo:hi, k2]).sum()) * FRAME_STEP_S >= 0.1
             cannot[i, j] = cannot[j, i] = together
-        labels = self._labels(vectors, [it[4] for it in items], cannot)
+        labels, mean = self._labels(vectors, [it[4] for it in items], cannot)
         label_of = {(w, k, r): labels[i] for i, (w, k, r, _, _) in enumerate(items)}
+        parts = self._reassign(audio, windows, items, labels, mean, dips_of) if self.split_db is not None else {}
         out = Diarization()
         for c in sorted(set(labels)):
             members = [i for i, lab in enumerate(labels) if lab == c]
@@ -423,15 +497,48 @@ class Diarizer:
                     continue
                 fallback = max(embedded)[1]  # a run too short to embed: the local speaker's main voice
                 for r, (a, b) in enumerate(spans):
-                    c = label_of.get((w, k, r), fallback)
-                    for x, y in _runs(act[a:b, k]):
-                        # a frame stands for the step around its middle
-                        start = w0 + (a + x) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
-                        end = min(total, w0 + (a + y) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
-                        if end - start >= self.min_turn_s:
-                            out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
+                    whole = label_of.get((w, k, r), fallback)
+                    for lo, hi, c in parts.get((w, k, r), [(a, b, whole)]):
+                        for x, y in _runs(act[lo:hi, k]):
+                            # a frame stands for the step around its middle
+                            start = w0 + (lo + x) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
+                            end = min(total, w0 + (lo + y) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
+                            if end - start >= self.min_turn_s:
+                                out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
+
+
+def _embed_frames(embedder: SpeakerEmbedder, audio: np.ndarray, w0: float, frames: np.ndarray) -> np.ndarray | None:
+    """The embedding of the audio of the segmentation ``frames`` (indices) of the window at ``w0``."""
+    mids = w0 + frames * FRAME_STEP_S + FRAME_SPAN_S / 2
+    idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE), int((m + FRAME_STEP_S / 2) * SAMPLE_RATE))
+                          for m in mids])
+    return embedder.embed(audio[idx[(idx >= 0) & (idx < len(audio))]])
+
+
+def _trim(mask: np.ndarray, quiet: np.ndarray) -> np.ndarray:
+    """``mask`` with every run's ``quiet`` frames at its start and end dropped."""
+    out = mask.copy()
+    for a, b in _runs(mask):
+        while a < b and quiet[a]:
+            out[a] = False
+            a += 1
+        while b > a and quiet[b - 1]:
+            out[b - 1] = False
+            b -= 1
+    return out
+
+
+def _split(spans: list[tuple[int, int]], cuts: np.ndarray) -> list[tuple[int, int]]:
+    """``spans`` cut before every True frame of ``cuts`` that lies strictly inside one."""
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        for c in np.flatnonzero(cuts[a + 1:b]) + a + 1:
+            out.append((a, int(c)))
+            a = int(c)
+        out.append((a, b))
+    return out
 
 
 class TurnDiarization:
