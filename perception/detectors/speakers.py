@@ -31,7 +31,8 @@ import numpy as np
 
 from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
-from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike
+from perception.detectors.speaker_frames import CAM_STEP_S, CamPlus, viterbi
+from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike, join_closer
 from perception.detectors.speaker_clusters import runs as _runs
 from perception.detectors.speaker_clusters import runs_joined as _runs_joined
 
@@ -94,13 +95,14 @@ def _mel_bank(sr: int, n_mels: int, nfft: int, low: float = 20.0) -> np.ndarray:
 
 
 class SpeakerEmbedder:
-    """CAM++ speaker embeddings (192-d, unit length), loaded on first use."""
+    """CAM++ speaker embeddings (192-d, unit length), loaded on first use; also the model's frame
+    features of a stretch of audio, whose pooled subsets embed any piece of it (:meth:`frames`)."""
 
     name = "campplus-cn-en-v1"
     dim = 192
 
     def __init__(self) -> None:
-        self._model = _OnnxModel(EMBEDDING_FILE, EMBEDDING_SHA256, "speaker identification", _HINT)
+        self._model = CamPlus(EMBEDDING_FILE, EMBEDDING_SHA256, "speaker identification", _HINT)
 
     @property
     def available(self) -> bool:
@@ -109,14 +111,23 @@ class SpeakerEmbedder:
 
     def embed(self, audio: np.ndarray) -> np.ndarray | None:
         """The unit embedding of 16 kHz mono speech (``None`` when too short or the model is unavailable)."""
-        session = self._model.session()
         feats = kaldi_fbank(audio)
-        if session is None or len(feats) < 20:
+        if self._model.session() is None or len(feats) < 20:
             return None
-        feats = feats - feats.mean(0, keepdims=True)
-        vec = np.asarray(session.run(None, {"feats": feats[None]})[0][0], dtype=np.float32)  # type: ignore[attr-defined]
+        vec = self._model.run(feats - feats.mean(0, keepdims=True))[0]
         norm = float(np.linalg.norm(vec))
         return vec / norm if norm > 0 else None
+
+    def frames(self, audio: np.ndarray) -> np.ndarray:
+        """CAM++ frame features ``[frames, 512]`` of 16 kHz ``audio``, one per :data:`CAM_STEP_S` from its start."""
+        feats = kaldi_fbank(audio)
+        if self._model.session() is None or len(feats) < 20:
+            return np.zeros((0, 512), np.float32)
+        return self._model.run(feats - feats.mean(0, keepdims=True))[1]
+
+    def pool(self, frames: np.ndarray) -> np.ndarray | None:
+        """The pre-ReLU embedding (not normalised) of a subset of :meth:`frames` (``None``: too few)."""
+        return self._model.pool(frames)
 
 
 class SpeakerSegmenter:
@@ -240,8 +251,11 @@ class Diarizer:
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
                  vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0,
-                 split_db: float | None = None, split_min_s: float = 0.05, split_run_s: float = 1.5,
-                 split_piece_s: float = 0.3, trim_db: float | None = None) -> None:
+                 split_db: float | None = None, split_min_s: float = 0.05, trim_db: float | None = None,
+                 max_piece_s: float = 10.0, switch: float | None = None, follow_hop_s: float = 0.1,
+                 follow_span_s: float = 0.8, pre_relu: bool = True, direct: bool = False,
+                 join_margin: float | None = None, split_gain: float | None = None,
+                 narrow_same_voice: float = 0.8, narrow_db: float = -35.0) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -259,8 +273,16 @@ class Diarizer:
         self.split_db = split_db
         self.split_min_s = split_min_s
         self.trim_db = trim_db
-        self.split_run_s = split_run_s
-        self.split_piece_s = split_piece_s
+        self.max_piece_s = max_piece_s
+        self.switch = switch
+        self.follow_hop_s = follow_hop_s
+        self.follow_span_s = follow_span_s
+        self.pre_relu = pre_relu
+        self.direct = direct
+        self.join_margin = join_margin
+        self.split_gain = split_gain
+        self.narrow_same_voice = narrow_same_voice
+        self.narrow_db = narrow_db
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -307,7 +329,8 @@ class Diarizer:
         """Whether both models loaded."""
         return self.segmenter.available and self.embedder.available
 
-    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray
+    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray,
+                raw: np.ndarray | None = None, same_voice: float | None = None
                 ) -> tuple[list[int], np.ndarray | None]:
         """Cluster labels of a recording's voice pieces.
 
@@ -317,9 +340,12 @@ class Diarizer:
         embedding is taken off every piece first (what is left is the voice), and pieces are
         clustered at ``centred_threshold``; clusters whose plain centroids are still alike
         (``same_voice``: one speaker split by the centring) join again. Few pieces (a short turn)
-        are clustered on plain cosines at ``cluster_threshold``.
+        are clustered on plain cosines at ``cluster_threshold``. ``raw`` (one row per piece) are the
+        vectors centred instead of ``vectors`` (CAM++'s pre-ReLU embeddings); the mean taken off is
+        returned with the labels (``None``: not centred).
         """
         m = np.stack(vectors)
+        r = m if raw is None else np.asarray(raw, np.float64)
         w = np.asarray(seconds, np.float64)
         # pieces under min_speech_s embed too noisily to found a voice: they join the nearest one
         strong = np.flatnonzero(w >= self.min_speech_s)
@@ -328,12 +354,14 @@ class Diarizer:
         space = m
         mean = None
         if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
-            mean = (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
-            space = m - mean
+            mean = (r[strong] * w[strong, None]).sum(0) / w[strong].sum()
+            space = r - mean
             space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
             part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
             part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
-            part = join_alike(m[strong], part, w[strong], sub, self.same_voice)
+            part = join_alike(m[strong], part, w[strong], sub, same_voice or self.same_voice)
+            if self.join_margin is not None:
+                part = join_closer(m[strong], part, w[strong], sub, self.join_margin)
         else:
             part = cluster(list(m[strong]), self.cluster_threshold, cannot=sub)
             part = absorb_small(list(m[strong]), part, list(w[strong]), sub, self.min_cluster_s)
@@ -348,57 +376,43 @@ class Diarizer:
                 labels[i] = max(options)[1] if options else max(part) + 1
         return labels, mean
 
-    def _reassign(self, audio: np.ndarray, windows: list, items: list, labels: list[int], mean: np.ndarray | None,
-                  dips_of: dict[int, np.ndarray]) -> dict[tuple[int, int, int], list[tuple[int, int, int]]]:
-        """Long runs cut at their quiet dips, each part given its nearest voice.
+    def _heard(self, chunk: np.ndarray, probs: np.ndarray, vad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(speech, dips)`` per segmentation frame of one window.
 
-        A run of one local speaker can hold two people when the pause between their turns is
-        shorter than the voice activity detector bridges. Once the voices are known (their centroids
-        stand on many pieces), every part of a run that has a dip near the noise floor is embedded
-        and given the voice it is closest to. Returns ``{(window, local speaker, run): [(first
-        frame, end frame, label)]}`` for the runs that were cut.
+        Speech is the voice activity detector's, plus frames well above the window's noise floor
+        (its quietest tenth) that the segmentation model does not call silence (Silero misses some
+        voices of a band-limited line), with every stretch's edges at the noise floor trimmed off
+        (a telephone line's hiss keeps the detectors "hearing" speech 0.1-0.2 s past a voice).
+        Dips are the middles of quiet stretches (near the floor), where a piece of a voice is cut.
         """
-        space = np.stack([it[3] for it in items])
-        if mean is not None:
-            space = space - mean
-            space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
-        secs = np.array([it[4] for it in items])
-        names = sorted(set(labels))
-        if len(names) < 2:
-            return {}
-        lab = np.array(labels)
-        cents = np.stack([(space[lab == c] * secs[lab == c, None]).sum(0) for c in names])
-        cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
-        out: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
-        min_frames = int(round(self.split_piece_s / FRAME_STEP_S))
-        for i, (w, k, r, _, _) in enumerate(items):
-            w0, act, runs = windows[w]
-            a, b = runs[k][r]
-            if (b - a) * FRAME_STEP_S < self.split_run_s:
-                continue
-            cuts = [a] + [int(c) for c in np.flatnonzero(dips_of[w][a + 1:b]) + a + 1] + [b]
-            spans: list[list[int]] = []
-            for lo, hi in zip(cuts[:-1], cuts[1:]):  # parts too short to embed join the previous one
-                if spans and (hi - lo < min_frames or spans[-1][1] - spans[-1][0] < min_frames):
-                    spans[-1][1] = hi
-                else:
-                    spans.append([lo, hi])
-            if len(spans) > 1 and spans[-1][1] - spans[-1][0] < min_frames:
-                spans[-2][1] = spans.pop()[1]
-            if len(spans) < 2:
-                continue
-            parts = []
-            for lo, hi in spans:
-                frames = np.flatnonzero(act[lo:hi, k]) + lo
-                vec = _embed_frames(self.embedder, audio, w0, frames) if len(frames) >= min_frames else None
-                if vec is None:
-                    parts.append((lo, hi, labels[i]))
-                    continue
-                if mean is not None:
-                    vec = vec - mean
-                    vec = vec / max(float(np.linalg.norm(vec)), 1e-9)
-                parts.append((lo, hi, names[int(np.argmax(cents @ vec))]))
-            out[(w, k, r)] = parts
+        mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
+        idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
+        half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
+        power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) for i in idx])
+        db = 10 * np.log10(power + 1e-10)
+        floor = float(np.percentile(db, 10))
+        heard = vad.copy()
+        if self.energy_db is not None:
+            heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
+        if self.trim_db is not None:
+            heard = _trim(heard, db < floor + self.trim_db)
+        dips = np.zeros(len(probs), bool)
+        if self.split_db is not None:
+            for a, b in _runs(db <= floor + self.split_db):
+                if (b - a) * FRAME_STEP_S >= self.split_min_s:
+                    dips[(a + b) // 2] = True
+        return heard, dips
+
+    def _pieces(self, active: np.ndarray, dips: np.ndarray) -> list[tuple[int, int]]:
+        """One local speaker's runs of speech, cut at ``dips`` and into parts of at most ``max_piece_s``."""
+        longest = max(1, int(round(self.max_piece_s / FRAME_STEP_S)))
+        out: list[tuple[int, int]] = []
+        for a, b in _runs_joined(active, int(round(self.run_gap_s / FRAME_STEP_S))):
+            cuts = [a] + [int(c) for c in np.flatnonzero(dips[a + 1:b]) + a + 1] + [b]
+            for lo, hi in zip(cuts[:-1], cuts[1:]):
+                n = int(np.ceil((hi - lo) / longest))
+                edges = np.linspace(lo, hi, n + 1).round().astype(int)
+                out += [(int(x), int(y)) for x, y in zip(edges[:-1], edges[1:]) if y > x]
         return out
 
     def diarize(self, audio: np.ndarray, offset: float = 0.0) -> Diarization:
@@ -407,114 +421,199 @@ class Diarizer:
             return Diarization()
         audio = np.asarray(audio, dtype=np.float32)
         total = len(audio) / SAMPLE_RATE
-        # One embedding per run of a local speaker (its speech between pauses): the segmentation
-        # model's local speaker can stand for two people who talk in turn within one window.
-        items: list[tuple[int, int, int, np.ndarray, float]] = []  # (window, local speaker, run, embedding, s)
-        windows: list[tuple[float, np.ndarray, dict[int, list[tuple[int, int]]]]] = []
+        # Pieces of each local speaker's speech (cut at pauses and at most max_piece_s long: the
+        # segmentation model's local speaker can stand for two people who talk in turn within one
+        # window), each embedded by pooling the CAM++ frame features of its own speech.
+        items: list[tuple[int, int, tuple[int, int], np.ndarray, float]] = []  # (window, local speaker, span, vec, s)
+        windows: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, activity, CAM++ frames)
         speech = self.speech_frames(audio)
-        dips_of: dict[int, np.ndarray] = {}
+        least = min(self.min_piece_s, self.min_speech_s)
         for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
-                windows.append((float(w0), np.zeros((0, 3), bool), {}))
+                windows.append((float(w0), np.zeros((0, 3), bool), np.zeros((0, 512), np.float32)))
                 continue
             probs = self.segmenter.probabilities(chunk)
             probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
-            heard = speech[w, :len(probs)].copy()
-            mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
-            idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
-            half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
-            power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) if len(chunk) else 0.0
-                              for i in idx])
-            db = 10 * np.log10(power + 1e-10)
-            floor = float(np.percentile(db, 10))
-            if self.energy_db is not None:
-                # Silero misses some voices of a band-limited line: a frame well above the window's
-                # noise floor (its quietest tenth) that the segmentation model does not call silence
-                # is speech too.
-                heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
-            if self.trim_db is not None:
-                heard = _trim(heard, db < floor + self.trim_db)
-            dips = np.zeros(len(probs), bool)
-            if self.split_db is not None:
-                low = db <= floor + self.split_db
-                for a, b in _runs(low):
-                    if (b - a) * FRAME_STEP_S >= self.split_min_s:
-                        dips[(a + b) // 2] = True
-            dips_of[w] = dips
+            heard, dips = self._heard(chunk, probs, speech[w, :len(probs)])
             act = frame_speakers(probs, heard, self.overlap_p)
-            mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
-            runs: dict[int, list[tuple[int, int]]] = {}
+            cam = self.embedder.frames(chunk) if act.any() else np.zeros((0, 512), np.float32)
+            windows.append((float(w0), act, cam))
             for k in range(3):
-                if act[:, k].sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
+                if act[:, k].sum() * FRAME_STEP_S < least:
                     continue
-                runs[k] = _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S)))
-                for r, (a, b) in enumerate(runs[k]):
+                for a, b in self._pieces(act[:, k], dips):
                     span = np.zeros(len(act), bool)
                     span[a:b] = True
                     # Embed the speaker's own (non-overlapped) speech; one who only ever talks over
                     # someone else is embedded from all of their frames (noisier, still a speaker).
                     own = span & act[:, k] & (act.sum(1) == 1)
                     use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else span & act[:, k]
-                    if use.sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
+                    if use.sum() * FRAME_STEP_S < least:
                         continue
-                    idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
-                                                    int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids[use]])
-                    vec = self.embedder.embed(audio[idx[(idx >= 0) & (idx < len(audio))]])
+                    if self.direct:
+                        mids = w0 + np.flatnonzero(use) * FRAME_STEP_S + FRAME_SPAN_S / 2
+                        idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
+                                                        int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids])
+                        vec = self.embedder.pool(self.embedder.frames(audio[idx[(idx >= 0) & (idx < len(audio))]]))
+                    else:
+                        vec = self.embedder.pool(cam[_cam_mask(use, len(cam))])
                     if vec is not None:
-                        items.append((w, k, r, vec, float((span & act[:, k]).sum() * FRAME_STEP_S)))
-            windows.append((float(w0), act, runs))
+                        items.append((w, k, (a, b), vec, float((span & act[:, k]).sum() * FRAME_STEP_S)))
         if not items:
             return Diarization()
-        vectors = [it[3] for it in items]
+        raw = np.stack([it[3] for it in items]).astype(np.float64)
+        plain = np.maximum(raw, 0)  # CAM++'s own embedding ends in a ReLU
+        plain /= np.maximum(np.linalg.norm(plain, axis=1, keepdims=True), 1e-9)
         win = np.array([it[0] for it in items])
         loc = np.array([it[1] for it in items])
         cannot = (win[:, None] == win[None, :]) & (loc[:, None] != loc[None, :])  # two voices of one window
         # Only voices heard at the same time are surely two people: in a quick exchange the
         # segmentation model's local speakers do not follow the people.
         for i, j in zip(*np.nonzero(np.triu(cannot))):
-            (w, k1, r1), (_, k2, r2) = items[i][:3], items[j][:3]
-            act, runs = windows[w][1], windows[w][2]
-            a1, b1 = runs[k1][r1]
-            a2, b2 = runs[k2][r2]
+            (w, k1, (a1, b1)), (_, k2, (a2, b2)) = items[i][:3], items[j][:3]
+            act = windows[w][1]
             lo, hi = max(a1, a2), min(b1, b2)
             together = hi > lo and int((act[lo:hi, k1] & act[lo:hi, k2]).sum()) * FRAME_STEP_S >= 0.1
             cannot[i, j] = cannot[j, i] = together
-        labels, mean = self._labels(vectors, [it[4] for it in items], cannot)
-        label_of = {(w, k, r): labels[i] for i, (w, k, r, _, _) in enumerate(items)}
-        parts = self._reassign(audio, windows, items, labels, mean, dips_of) if self.split_db is not None else {}
+        seconds = [it[4] for it in items]
+        same_voice = self.narrow_same_voice if narrowband(audio, self.narrow_db) else self.same_voice
+        labels, mean = self._labels(list(plain.astype(np.float32)), seconds, cannot,
+                                    raw=raw if self.pre_relu else None, same_voice=same_voice)
+        # Every speech frame, then, gets its voice from the speech around it (scored against the
+        # voices' centroids, a change of voice costing ``switch``), and the piece it belongs to.
+        first, second = self._follow(windows, items, labels, raw, np.asarray(seconds), mean)
+        return self._result(windows, first, second, total, offset)
+
+    def _follow(self, windows: list[tuple[float, np.ndarray, np.ndarray]], items: list, labels: list[int],
+                raw: np.ndarray, seconds: np.ndarray, mean: np.ndarray | None
+                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per window, the voice of every speech frame (-1: none) and of a second voice where two overlap."""
+        names = sorted(set(labels))
+        lab = np.array([names.index(c) for c in labels])
+        piece = [np.full(len(act), -1) for _, act, _ in windows]  # the piece's voice, per frame and window
+        piece2 = [np.full(len(act), -1) for _, act, _ in windows]
+        for (w, k, (a, b), _, _), c in zip(items, lab):
+            mine = np.zeros(len(piece[w]), bool)
+            mine[a:b] = windows[w][1][a:b, k]
+            free = mine & (piece[w] < 0)
+            piece[w][free] = c
+            piece2[w][mine & ~free & (piece[w] != c)] = c
+        if len(names) < 2 or self.switch is None:
+            for w, (_, act, _) in enumerate(windows):  # frames of runs too short to embed: the window's main voice
+                known = piece[w][piece[w] >= 0]
+                main = int(np.bincount(known).argmax()) if len(known) else 0
+                piece[w][act.any(1) & (piece[w] < 0)] = main
+            return piece, piece2
+        centre = mean if mean is not None and self.pre_relu else (raw * seconds[:, None]).sum(0) / seconds.sum()
+        z = raw - centre
+        z /= np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-9)
+        hop = max(1, int(round(self.follow_hop_s / FRAME_STEP_S)))
+        half = self.follow_span_s / 2
+        steps: list[tuple[int, np.ndarray]] = []  # (window, frames) per step
+        local: list[np.ndarray] = []
+        for w, (_, act, cam) in enumerate(windows):
+            talk = act.any(1)
+            camtalk = _cam_mask(talk, len(cam))
+            for a, b in _runs(talk):
+                for lo in range(a, b, hop):
+                    frames = np.arange(lo, min(b, lo + hop))
+                    t = (lo + len(frames) / 2) * FRAME_STEP_S + FRAME_SPAN_S / 2
+                    j0, j1 = max(0, int((t - half) / CAM_STEP_S)), min(len(cam), int((t + half) / CAM_STEP_S) + 1)
+                    vec = self.embedder.pool(cam[j0:j1][camtalk[j0:j1]])
+                    v = np.zeros(len(centre)) if vec is None else vec - centre
+                    local.append(v / max(float(np.linalg.norm(v)), 1e-9))
+                    steps.append((w, frames))
+        if not steps:
+            return piece, piece2
+        zl = np.stack(local)
+
+        def follow(lab: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+            k = int(lab.max()) + 1
+            cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(k)])
+            cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
+            scores = zl @ cents.T
+            path = viterbi(scores, self.switch)
+            fit = float(scores[np.arange(len(path)), path].sum() - self.switch * np.count_nonzero(np.diff(path)))
+            return path, scores, fit / len(path)
+
+        path, scores, fit = follow(lab)
+        # A voice that the frames hardly need is one voice split in two: while three or more voices
+        # remain, the two closest join when following the frames with one voice fewer fits almost
+        # as well.
+        while self.split_gain is not None and lab.max() >= 2:
+            k = int(lab.max()) + 1
+            cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(k)])
+            cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
+            sim = cents @ cents.T - 3 * np.eye(k)
+            a, b = np.unravel_index(int(np.argmax(sim)), sim.shape)
+            joined = np.where(lab == max(a, b), min(a, b), lab)
+            joined = np.where(joined > max(a, b), joined - 1, joined)
+            path2, scores2, fit2 = follow(joined)
+            logger.debug("voices %d fit %.3f, joined %.3f", k, fit, fit2)
+            if fit - fit2 >= self.split_gain:
+                break
+            lab, path, scores, fit = joined, path2, scores2, fit2
+        first = [np.full(len(act), -1) for _, act, _ in windows]
+        second = [np.full(len(act), -1) for _, act, _ in windows]
+        for (w, frames), c, score in zip(steps, path, scores):
+            first[w][frames] = c
+            act = windows[w][1]
+            two = frames[act[frames].sum(1) >= 2]
+            if len(two):
+                order = np.argsort(-score)
+                second[w][two] = order[1] if order[0] == c else order[0]
+        return first, second
+
+    def _result(self, windows: list[tuple[float, np.ndarray, np.ndarray]], first: list[np.ndarray],
+                second: list[np.ndarray], total: float, offset: float) -> Diarization:
+        """Turns, centroids and seconds of speech per voice from the voices of the frames."""
+        used = sorted({int(c) for f, s in zip(first, second) for c in np.concatenate([f, s]) if c >= 0})
         out = Diarization()
-        for c in sorted(set(labels)):
-            members = [i for i, lab in enumerate(labels) if lab == c]
-            weights = np.array([items[i][4] for i in members])
-            centroid = (np.stack([items[i][3] for i in members]) * weights[:, None]).sum(0)
-            out.embeddings[c] = (centroid / max(float(np.linalg.norm(centroid)), 1e-9)).astype(np.float32)
-            out.seconds[c] = round(float(weights.sum()), 3)
-        for w, (w0, act, runs) in enumerate(windows):
-            for k, spans in runs.items():
-                embedded = [(items[i][4], labels[i]) for i, it in enumerate(items) if it[0] == w and it[1] == k]
-                if not embedded:
-                    continue
-                fallback = max(embedded)[1]  # a run too short to embed: the local speaker's main voice
-                for r, (a, b) in enumerate(spans):
-                    whole = label_of.get((w, k, r), fallback)
-                    for lo, hi, c in parts.get((w, k, r), [(a, b, whole)]):
-                        for x, y in _runs(act[lo:hi, k]):
-                            # a frame stands for the step around its middle
-                            start = w0 + (lo + x) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
-                            end = min(total, w0 + (lo + y) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
-                            if end - start >= self.min_turn_s:
-                                out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
+        for new, c in enumerate(used):
+            frames: list[np.ndarray] = []
+            count = 0
+            for (w0, _, cam), f, s in zip(windows, first, second):
+                mine = (f == c) | (s == c)
+                count += int(mine.sum())
+                frames.append(cam[_cam_mask(mine, len(cam))])
+                for x, y in _runs(mine):
+                    # a frame stands for the step around its middle
+                    start = w0 + x * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
+                    end = min(total, w0 + y * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
+                    if end - start >= self.min_turn_s:
+                        out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), new))
+            vec = self.embedder.pool(np.concatenate(frames))
+            if vec is None:
+                vec = np.ones(SpeakerEmbedder.dim, np.float32)
+            vec = np.maximum(vec, 0)
+            out.embeddings[new] = (vec / max(float(np.linalg.norm(vec)), 1e-9)).astype(np.float32)
+            out.seconds[new] = round(count * FRAME_STEP_S, 3)
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
 
 
-def _embed_frames(embedder: SpeakerEmbedder, audio: np.ndarray, w0: float, frames: np.ndarray) -> np.ndarray | None:
-    """The embedding of the audio of the segmentation ``frames`` (indices) of the window at ``w0``."""
-    mids = w0 + frames * FRAME_STEP_S + FRAME_SPAN_S / 2
-    idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE), int((m + FRAME_STEP_S / 2) * SAMPLE_RATE))
-                          for m in mids])
-    return embedder.embed(audio[idx[(idx >= 0) & (idx < len(audio))]])
+def narrowband(audio: np.ndarray, below_db: float) -> bool:
+    """Whether 16 kHz ``audio`` carries next to nothing above 4 kHz (a telephone line, an old recording):
+    its power in 4-7.8 kHz is ``below_db`` or more under its power in 0.3-3.4 kHz."""
+    n = 4096
+    if len(audio) < n:
+        return False
+    frames = audio[:len(audio) // n * n].reshape(-1, n) * np.hanning(n)
+    power = (np.abs(np.fft.rfft(frames, axis=1)) ** 2).sum(0)
+    freqs = np.fft.rfftfreq(n, 1 / SAMPLE_RATE)
+    high = float(power[(freqs >= 4000) & (freqs < 7800)].sum())
+    voice = float(power[(freqs >= 300) & (freqs < 3400)].sum())
+    return voice > 0 and 10 * np.log10(high / voice + 1e-12) < below_db
+
+
+def _cam_mask(mask: np.ndarray, n: int) -> np.ndarray:
+    """Which of ``n`` CAM++ frames of a window fall in the True segmentation frames of ``mask``."""
+    if not len(mask):
+        return np.zeros(n, bool)
+    centres = np.arange(n) * CAM_STEP_S + 0.0175
+    idx = np.clip(np.round((centres - FRAME_SPAN_S / 2) / FRAME_STEP_S).astype(int), 0, len(mask) - 1)
+    return mask[idx]
 
 
 def _trim(mask: np.ndarray, quiet: np.ndarray) -> np.ndarray:
@@ -527,17 +626,6 @@ def _trim(mask: np.ndarray, quiet: np.ndarray) -> np.ndarray:
         while b > a and quiet[b - 1]:
             out[b - 1] = False
             b -= 1
-    return out
-
-
-def _split(spans: list[tuple[int, int]], cuts: np.ndarray) -> list[tuple[int, int]]:
-    """``spans`` cut before every True frame of ``cuts`` that lies strictly inside one."""
-    out: list[tuple[int, int]] = []
-    for a, b in spans:
-        for c in np.flatnonzero(cuts[a + 1:b]) + a + 1:
-            out.append((a, int(c)))
-            a = int(c)
-        out.append((a, b))
     return out
 
 
