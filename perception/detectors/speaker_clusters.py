@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["absorb_small", "cluster", "join_alike", "join_closer", "runs", "runs_joined"]
+__all__ = ["absorb_small", "cluster", "join_alike", "runs", "runs_joined"]
 
 
 def runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -74,30 +74,6 @@ def join_alike(vectors: np.ndarray, labels: list[int], seconds: np.ndarray, cann
                  if not cannot[np.ix_(cents[a][0], cents[b][0])].any()]
         best = max(pairs, default=None)
         if best is None or best[0] < threshold:
-            break
-        out = [best[1] if lab == best[2] else lab for lab in out]
-    first: dict[int, int] = {}
-    return [first.setdefault(lab, len(first)) for lab in out]
-
-
-def join_closer(vectors: np.ndarray, labels: list[int], seconds: np.ndarray, cannot: np.ndarray,
-                margin: float) -> list[int]:
-    """``labels`` with clusters joined while, of three or more, the closest two (cosine of centroids of
-    ``vectors`` weighted by ``seconds``, no ``cannot`` link between them) are ``margin`` closer than the
-    farthest two: what voices share (a channel) lifts every cosine alike, so two clusters much closer
-    than the recording's most different voices are one voice split in two; renumbered."""
-    out = list(labels)
-    while len(set(out)) >= 3:
-        names = sorted(set(out))
-        cents = {}
-        for c in names:
-            idx = [i for i, lab in enumerate(out) if lab == c]
-            v = (vectors[idx] * seconds[idx, None]).sum(0)
-            cents[c] = (idx, v / max(float(np.linalg.norm(v)), 1e-9))
-        pairs = [(float(cents[a][1] @ cents[b][1]), a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-        allowed = [p for p in pairs if not cannot[np.ix_(cents[p[1]][0], cents[p[2]][0])].any()]
-        best = max(allowed, default=None)
-        if best is None or best[0] - min(pairs)[0] < margin:
             break
         out = [best[1] if lab == best[2] else lab for lab in out]
     first: dict[int, int] = {}

@@ -8,10 +8,13 @@ at run time only onnxruntime and numpy are used.
   per 16.875 ms frame, one of 7 powerset classes ({}, {0}, {1}, {2}, {0,1}, {0,2}, {1,2}): which of
   up to three *local* speakers are active (overlap included).
 * :class:`SpeakerEmbedder`: CAM++ (192-d) over Kaldi-style log-mel filterbanks (80 bins, 25/10 ms,
-  povey window, pre-emphasis 0.97, per-utterance mean removed), L2-normalised.
-* :class:`Diarizer`: per window, each local speaker with at least ``min_speech_s`` of speech of
-  its own gets an embedding; local speakers of all windows are clustered by average linkage
-  until the best pair's mean cosine falls below ``cluster_threshold``. The result is a list of
+  povey window, pre-emphasis 0.97, per-utterance mean removed), L2-normalised; its frame features
+  (one per 20 ms) embed any part of a window by pooling (:mod:`perception.detectors.speaker_frames`).
+* :class:`Diarizer`: per window, speech frames (voice activity, edges at the noise floor trimmed)
+  and the local speaker of each; every run of a local speaker is embedded (pooled frame features
+  of one CAM++ pass over the window), runs of all windows are clustered by average linkage on
+  channel-centred embeddings, and then every tenth of a second of speech is given the voice its
+  surroundings sound like (a Viterbi path over the voices' centroids). The result is a list of
   :class:`SpeakerTurn` (start, end, cluster label) and one centroid embedding per cluster.
 * :class:`TurnDiarization`: a file's speech turns diarized once each; segments take their share.
 
@@ -32,7 +35,7 @@ import numpy as np
 from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
 from perception.detectors.speaker_frames import CAM_STEP_S, CamPlus, viterbi
-from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike, join_closer
+from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike
 from perception.detectors.speaker_clusters import runs as _runs
 from perception.detectors.speaker_clusters import runs_joined as _runs_joined
 
@@ -223,7 +226,7 @@ class Diarization:
 
 
 class Diarizer:
-    """Segmentation per window + embeddings per local speaker + average-linkage clustering.
+    """Segmentation per window + embeddings per local speaker's run + clustering + frame-level following.
 
     Args:
         cluster_threshold: stop merging when the best pair of clusters has a mean cosine below this.
@@ -238,8 +241,14 @@ class Diarizer:
             (pauses kept, threshold, widening, stretch after which its state starts afresh).
         energy_db: a frame this far above its window's noise floor that the segmentation model does
             not call silence is speech too (``None``: the VAD alone).
+        trim_db: speech stretches lose their edge frames within this of the noise floor (``None``: kept).
         centred_threshold, same_voice, centre_min_pieces, centre_min_s: clustering on channel-centred
             embeddings (see :meth:`_labels`).
+        narrow_same_voice, narrow_db: ``same_voice`` for band-limited audio (nothing above 4 kHz, see
+            :func:`narrowband`), whose voices all sound more alike.
+        switch, follow_hop_s, follow_span_s: frame-level voice following (see :meth:`_follow`): the
+            cost of a change of voice, the step, and the speech around a step that is embedded
+            (``switch`` ``None``: every frame keeps the voice of its piece).
         min_piece_s: shortest piece of a voice that is embedded (shorter than ``min_speech_s`` joins
             the nearest voice).
     """
@@ -247,15 +256,12 @@ class Diarizer:
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
                  cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.8,
                  min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 0.0,
-                 overlap_p: float = 0.7, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
+                 overlap_p: float = 0.7, vad_min_silence_s: float = 0.05, speech_pad_s: float = 0.0,
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
-                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0,
-                 split_db: float | None = None, split_min_s: float = 0.05, trim_db: float | None = None,
-                 max_piece_s: float = 10.0, switch: float | None = None, follow_hop_s: float = 0.1,
-                 follow_span_s: float = 0.8, pre_relu: bool = True, direct: bool = False,
-                 join_margin: float | None = None, split_gain: float | None = None,
-                 narrow_same_voice: float = 0.8, narrow_db: float = -35.0) -> None:
+                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 10.0, trim_db: float | None = 3.0,
+                 switch: float | None = 0.5, follow_hop_s: float = 0.1, follow_span_s: float = 0.5,
+                 narrow_same_voice: float = 0.9, narrow_db: float = -35.0) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -270,17 +276,10 @@ class Diarizer:
         self.min_piece_s = min_piece_s
         self.vad_chunk_s = vad_chunk_s
         self.energy_db = energy_db
-        self.split_db = split_db
-        self.split_min_s = split_min_s
         self.trim_db = trim_db
-        self.max_piece_s = max_piece_s
         self.switch = switch
         self.follow_hop_s = follow_hop_s
         self.follow_span_s = follow_span_s
-        self.pre_relu = pre_relu
-        self.direct = direct
-        self.join_margin = join_margin
-        self.split_gain = split_gain
         self.narrow_same_voice = narrow_same_voice
         self.narrow_db = narrow_db
         self.centred_threshold = centred_threshold
@@ -330,8 +329,7 @@ class Diarizer:
         return self.segmenter.available and self.embedder.available
 
     def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray,
-                raw: np.ndarray | None = None, same_voice: float | None = None
-                ) -> tuple[list[int], np.ndarray | None]:
+                same_voice: float | None = None) -> list[int]:
         """Cluster labels of a recording's voice pieces.
 
         What two voices share (the channel: a telephone line, a room, a microphone) lifts every
@@ -340,28 +338,22 @@ class Diarizer:
         embedding is taken off every piece first (what is left is the voice), and pieces are
         clustered at ``centred_threshold``; clusters whose plain centroids are still alike
         (``same_voice``: one speaker split by the centring) join again. Few pieces (a short turn)
-        are clustered on plain cosines at ``cluster_threshold``. ``raw`` (one row per piece) are the
-        vectors centred instead of ``vectors`` (CAM++'s pre-ReLU embeddings); the mean taken off is
-        returned with the labels (``None``: not centred).
+        are clustered on plain cosines at ``cluster_threshold``. ``same_voice`` overrides the
+        attribute of that name.
         """
         m = np.stack(vectors)
-        r = m if raw is None else np.asarray(raw, np.float64)
         w = np.asarray(seconds, np.float64)
         # pieces under min_speech_s embed too noisily to found a voice: they join the nearest one
         strong = np.flatnonzero(w >= self.min_speech_s)
         strong = strong if len(strong) else np.arange(len(w))
         sub = cannot[np.ix_(strong, strong)]
         space = m
-        mean = None
         if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
-            mean = (r[strong] * w[strong, None]).sum(0) / w[strong].sum()
-            space = r - mean
+            space = m - (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
             space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
             part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
             part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
             part = join_alike(m[strong], part, w[strong], sub, same_voice or self.same_voice)
-            if self.join_margin is not None:
-                part = join_closer(m[strong], part, w[strong], sub, self.join_margin)
         else:
             part = cluster(list(m[strong]), self.cluster_threshold, cannot=sub)
             part = absorb_small(list(m[strong]), part, list(w[strong]), sub, self.min_cluster_s)
@@ -374,16 +366,15 @@ class Diarizer:
                            for c in set(part)
                            if not cannot[i, [j for j in strong if labels[j] == c]].any()]
                 labels[i] = max(options)[1] if options else max(part) + 1
-        return labels, mean
+        return labels
 
-    def _heard(self, chunk: np.ndarray, probs: np.ndarray, vad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(speech, dips)`` per segmentation frame of one window.
+    def _heard(self, chunk: np.ndarray, probs: np.ndarray, vad: np.ndarray) -> np.ndarray:
+        """Whether each segmentation frame of one window holds speech.
 
         Speech is the voice activity detector's, plus frames well above the window's noise floor
         (its quietest tenth) that the segmentation model does not call silence (Silero misses some
         voices of a band-limited line), with every stretch's edges at the noise floor trimmed off
         (a telephone line's hiss keeps the detectors "hearing" speech 0.1-0.2 s past a voice).
-        Dips are the middles of quiet stretches (near the floor), where a piece of a voice is cut.
         """
         mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
         idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
@@ -396,24 +387,7 @@ class Diarizer:
             heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
         if self.trim_db is not None:
             heard = _trim(heard, db < floor + self.trim_db)
-        dips = np.zeros(len(probs), bool)
-        if self.split_db is not None:
-            for a, b in _runs(db <= floor + self.split_db):
-                if (b - a) * FRAME_STEP_S >= self.split_min_s:
-                    dips[(a + b) // 2] = True
-        return heard, dips
-
-    def _pieces(self, active: np.ndarray, dips: np.ndarray) -> list[tuple[int, int]]:
-        """One local speaker's runs of speech, cut at ``dips`` and into parts of at most ``max_piece_s``."""
-        longest = max(1, int(round(self.max_piece_s / FRAME_STEP_S)))
-        out: list[tuple[int, int]] = []
-        for a, b in _runs_joined(active, int(round(self.run_gap_s / FRAME_STEP_S))):
-            cuts = [a] + [int(c) for c in np.flatnonzero(dips[a + 1:b]) + a + 1] + [b]
-            for lo, hi in zip(cuts[:-1], cuts[1:]):
-                n = int(np.ceil((hi - lo) / longest))
-                edges = np.linspace(lo, hi, n + 1).round().astype(int)
-                out += [(int(x), int(y)) for x, y in zip(edges[:-1], edges[1:]) if y > x]
-        return out
+        return heard
 
     def diarize(self, audio: np.ndarray, offset: float = 0.0) -> Diarization:
         """Who spoke when in 16 kHz mono ``audio``; turn times are ``offset`` + seconds into the audio."""
@@ -435,14 +409,13 @@ class Diarizer:
                 continue
             probs = self.segmenter.probabilities(chunk)
             probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
-            heard, dips = self._heard(chunk, probs, speech[w, :len(probs)])
-            act = frame_speakers(probs, heard, self.overlap_p)
+            act = frame_speakers(probs, self._heard(chunk, probs, speech[w, :len(probs)]), self.overlap_p)
             cam = self.embedder.frames(chunk) if act.any() else np.zeros((0, 512), np.float32)
             windows.append((float(w0), act, cam))
             for k in range(3):
                 if act[:, k].sum() * FRAME_STEP_S < least:
                     continue
-                for a, b in self._pieces(act[:, k], dips):
+                for a, b in _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S))):
                     span = np.zeros(len(act), bool)
                     span[a:b] = True
                     # Embed the speaker's own (non-overlapped) speech; one who only ever talks over
@@ -451,13 +424,7 @@ class Diarizer:
                     use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else span & act[:, k]
                     if use.sum() * FRAME_STEP_S < least:
                         continue
-                    if self.direct:
-                        mids = w0 + np.flatnonzero(use) * FRAME_STEP_S + FRAME_SPAN_S / 2
-                        idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
-                                                        int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids])
-                        vec = self.embedder.pool(self.embedder.frames(audio[idx[(idx >= 0) & (idx < len(audio))]]))
-                    else:
-                        vec = self.embedder.pool(cam[_cam_mask(use, len(cam))])
+                    vec = self.embedder.pool(cam[_cam_mask(use, len(cam))])
                     if vec is not None:
                         items.append((w, k, (a, b), vec, float((span & act[:, k]).sum() * FRAME_STEP_S)))
         if not items:
@@ -478,17 +445,24 @@ class Diarizer:
             cannot[i, j] = cannot[j, i] = together
         seconds = [it[4] for it in items]
         same_voice = self.narrow_same_voice if narrowband(audio, self.narrow_db) else self.same_voice
-        labels, mean = self._labels(list(plain.astype(np.float32)), seconds, cannot,
-                                    raw=raw if self.pre_relu else None, same_voice=same_voice)
+        labels = self._labels(list(plain.astype(np.float32)), seconds, cannot, same_voice=same_voice)
         # Every speech frame, then, gets its voice from the speech around it (scored against the
         # voices' centroids, a change of voice costing ``switch``), and the piece it belongs to.
-        first, second = self._follow(windows, items, labels, raw, np.asarray(seconds), mean)
+        first, second = self._follow(windows, items, labels, raw, np.asarray(seconds))
         return self._result(windows, first, second, total, offset)
 
     def _follow(self, windows: list[tuple[float, np.ndarray, np.ndarray]], items: list, labels: list[int],
-                raw: np.ndarray, seconds: np.ndarray, mean: np.ndarray | None
-                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per window, the voice of every speech frame (-1: none) and of a second voice where two overlap."""
+                raw: np.ndarray, seconds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per window, the voice of every speech frame (-1: none) and of a second voice where two overlap.
+
+        A piece can still hold two people (a turn taken without a pause, a local speaker of the
+        segmentation model standing for both), and its label then is wrong for part of it. Once the
+        voices are known, their centroids (channel-centred, pre-ReLU) stand on many pieces: every
+        ``follow_hop_s`` of speech is embedded from the ``follow_span_s`` of speech around it
+        (pooled CAM++ frames, no model call) and scored against each voice, and the voice sequence
+        with the best total score, less ``switch`` per change of voice, is taken (:func:`viterbi`).
+        Where two local speakers overlap, the second voice is the best-scoring other one.
+        """
         names = sorted(set(labels))
         lab = np.array([names.index(c) for c in labels])
         piece = [np.full(len(act), -1) for _, act, _ in windows]  # the piece's voice, per frame and window
@@ -505,7 +479,7 @@ class Diarizer:
                 main = int(np.bincount(known).argmax()) if len(known) else 0
                 piece[w][act.any(1) & (piece[w] < 0)] = main
             return piece, piece2
-        centre = mean if mean is not None and self.pre_relu else (raw * seconds[:, None]).sum(0) / seconds.sum()
+        centre = (raw * seconds[:, None]).sum(0) / seconds.sum()
         z = raw - centre
         z /= np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-9)
         hop = max(1, int(round(self.follow_hop_s / FRAME_STEP_S)))
@@ -526,34 +500,10 @@ class Diarizer:
                     steps.append((w, frames))
         if not steps:
             return piece, piece2
-        zl = np.stack(local)
-
-        def follow(lab: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-            k = int(lab.max()) + 1
-            cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(k)])
-            cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
-            scores = zl @ cents.T
-            path = viterbi(scores, self.switch)
-            fit = float(scores[np.arange(len(path)), path].sum() - self.switch * np.count_nonzero(np.diff(path)))
-            return path, scores, fit / len(path)
-
-        path, scores, fit = follow(lab)
-        # A voice that the frames hardly need is one voice split in two: while three or more voices
-        # remain, the two closest join when following the frames with one voice fewer fits almost
-        # as well.
-        while self.split_gain is not None and lab.max() >= 2:
-            k = int(lab.max()) + 1
-            cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(k)])
-            cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
-            sim = cents @ cents.T - 3 * np.eye(k)
-            a, b = np.unravel_index(int(np.argmax(sim)), sim.shape)
-            joined = np.where(lab == max(a, b), min(a, b), lab)
-            joined = np.where(joined > max(a, b), joined - 1, joined)
-            path2, scores2, fit2 = follow(joined)
-            logger.debug("voices %d fit %.3f, joined %.3f", k, fit, fit2)
-            if fit - fit2 >= self.split_gain:
-                break
-            lab, path, scores, fit = joined, path2, scores2, fit2
+        cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(len(names))])
+        cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
+        scores = np.stack(local) @ cents.T
+        path = viterbi(scores, self.switch)
         first = [np.full(len(act), -1) for _, act, _ in windows]
         second = [np.full(len(act), -1) for _, act, _ in windows]
         for (w, frames), c, score in zip(steps, path, scores):
