@@ -246,6 +246,7 @@ class Diarizer:
             embeddings (see :meth:`_labels`).
         narrow_same_voice, narrow_db: ``same_voice`` for band-limited audio (nothing above 4 kHz, see
             :func:`narrowband`), whose voices all sound more alike.
+        fill_gap_s: a voice's pauses up to this long, heard by nobody else, count as its speech.
         switch, follow_hop_s, follow_span_s: frame-level voice following (see :meth:`_follow`): the
             cost of a change of voice, the step, and the speech around a step that is embedded
             (``switch`` ``None``: every frame keeps the voice of its piece).
@@ -261,7 +262,7 @@ class Diarizer:
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
                  vad_chunk_s: float = WINDOW_S, energy_db: float | None = 10.0, trim_db: float | None = 3.0,
                  switch: float | None = 0.5, follow_hop_s: float = 0.1, follow_span_s: float = 0.5,
-                 narrow_same_voice: float = 0.9, narrow_db: float = -35.0) -> None:
+                 narrow_same_voice: float = 0.9, narrow_db: float = -35.0, fill_gap_s: float = 0.1) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -282,6 +283,7 @@ class Diarizer:
         self.follow_span_s = follow_span_s
         self.narrow_same_voice = narrow_same_voice
         self.narrow_db = narrow_db
+        self.fill_gap_s = fill_gap_s
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -395,9 +397,9 @@ class Diarizer:
             return Diarization()
         audio = np.asarray(audio, dtype=np.float32)
         total = len(audio) / SAMPLE_RATE
-        # Pieces of each local speaker's speech (cut at pauses and at most max_piece_s long: the
-        # segmentation model's local speaker can stand for two people who talk in turn within one
-        # window), each embedded by pooling the CAM++ frame features of its own speech.
+        # Runs of each local speaker's speech (between pauses: the segmentation model's local speaker
+        # can stand for two people who talk in turn within one window), each embedded by pooling the
+        # CAM++ frame features of its own speech.
         items: list[tuple[int, int, tuple[int, int], np.ndarray, float]] = []  # (window, local speaker, span, vec, s)
         windows: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, activity, CAM++ frames)
         speech = self.speech_frames(audio)
@@ -524,7 +526,7 @@ class Diarizer:
             frames: list[np.ndarray] = []
             count = 0
             for (w0, _, cam), f, s in zip(windows, first, second):
-                mine = (f == c) | (s == c)
+                mine = _fill((f == c) | (s == c), f < 0, int(round(self.fill_gap_s / FRAME_STEP_S)))
                 count += int(mine.sum())
                 frames.append(cam[_cam_mask(mine, len(cam))])
                 for x, y in _runs(mine):
@@ -555,6 +557,16 @@ def narrowband(audio: np.ndarray, below_db: float) -> bool:
     high = float(power[(freqs >= 4000) & (freqs < 7800)].sum())
     voice = float(power[(freqs >= 300) & (freqs < 3400)].sum())
     return voice > 0 and 10 * np.log10(high / voice + 1e-12) < below_db
+
+
+def _fill(mask: np.ndarray, silent: np.ndarray, longest: int) -> np.ndarray:
+    """``mask`` with its gaps of at most ``longest`` frames filled where they are all ``silent``."""
+    out = mask.copy()
+    spans = _runs(mask)
+    for (_, b), (a, _) in zip(spans[:-1], spans[1:]):
+        if a - b <= longest and silent[b:a].all():
+            out[b:a] = True
+    return out
 
 
 def _cam_mask(mask: np.ndarray, n: int) -> np.ndarray:
