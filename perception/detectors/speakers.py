@@ -246,6 +246,8 @@ class Diarizer:
             embeddings (see :meth:`_labels`).
         narrow_same_voice, narrow_db: ``same_voice`` for band-limited audio (nothing above 4 kHz, see
             :func:`narrowband`), whose voices all sound more alike.
+        second_p: a second voice is given out only where the pair's powerset probability is this high
+            (a quick exchange of turns reads as overlap to the segmentation model at ``overlap_p``).
         fill_gap_s: a voice's pauses up to this long, heard by nobody else, count as its speech.
         switch, follow_hop_s, follow_span_s: frame-level voice following (see :meth:`_follow`): the
             cost of a change of voice, the step, and the speech around a step that is embedded
@@ -262,7 +264,8 @@ class Diarizer:
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
                  vad_chunk_s: float = WINDOW_S, energy_db: float | None = 10.0, trim_db: float | None = 3.0,
                  switch: float | None = 0.5, follow_hop_s: float = 0.1, follow_span_s: float = 0.5,
-                 narrow_same_voice: float = 0.9, narrow_db: float = -35.0, fill_gap_s: float = 0.1) -> None:
+                 narrow_same_voice: float = 0.8, narrow_db: float = -35.0, fill_gap_s: float = 0.1,
+                 second_p: float = 0.85) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -284,6 +287,7 @@ class Diarizer:
         self.narrow_same_voice = narrow_same_voice
         self.narrow_db = narrow_db
         self.fill_gap_s = fill_gap_s
+        self.second_p = second_p
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -402,18 +406,21 @@ class Diarizer:
         # CAM++ frame features of its own speech.
         items: list[tuple[int, int, tuple[int, int], np.ndarray, float]] = []  # (window, local speaker, span, vec, s)
         windows: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, activity, CAM++ frames)
+        overlaps: list[np.ndarray] = []  # per window, the frames that hold two voices
         speech = self.speech_frames(audio)
         least = min(self.min_piece_s, self.min_speech_s)
         for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
                 windows.append((float(w0), np.zeros((0, 3), bool), np.zeros((0, 512), np.float32)))
+                overlaps.append(np.zeros(0, bool))
                 continue
             probs = self.segmenter.probabilities(chunk)
             probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
             act = frame_speakers(probs, self._heard(chunk, probs, speech[w, :len(probs)]), self.overlap_p)
             cam = self.embedder.frames(chunk) if act.any() else np.zeros((0, 512), np.float32)
             windows.append((float(w0), act, cam))
+            overlaps.append((act.sum(1) >= 2) & (probs[:, 4:].max(1) >= self.second_p))
             for k in range(3):
                 if act[:, k].sum() * FRAME_STEP_S < least:
                     continue
@@ -450,10 +457,11 @@ class Diarizer:
         labels = self._labels(list(plain.astype(np.float32)), seconds, cannot, same_voice=same_voice)
         # Every speech frame, then, gets its voice from the speech around it (scored against the
         # voices' centroids, a change of voice costing ``switch``), and the piece it belongs to.
-        first, second = self._follow(windows, items, labels, raw, np.asarray(seconds))
+        first, second = self._follow(windows, overlaps, items, labels, raw, np.asarray(seconds))
         return self._result(windows, first, second, total, offset)
 
-    def _follow(self, windows: list[tuple[float, np.ndarray, np.ndarray]], items: list, labels: list[int],
+    def _follow(self, windows: list[tuple[float, np.ndarray, np.ndarray]], overlaps: list[np.ndarray],
+                items: list, labels: list[int],
                 raw: np.ndarray, seconds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per window, the voice of every speech frame (-1: none) and of a second voice where two overlap.
 
@@ -474,7 +482,7 @@ class Diarizer:
             mine[a:b] = windows[w][1][a:b, k]
             free = mine & (piece[w] < 0)
             piece[w][free] = c
-            piece2[w][mine & ~free & (piece[w] != c)] = c
+            piece2[w][mine & ~free & (piece[w] != c) & overlaps[w]] = c
         if len(names) < 2 or self.switch is None:
             for w, (_, act, _) in enumerate(windows):  # frames of runs too short to embed: the window's main voice
                 known = piece[w][piece[w] >= 0]
@@ -511,7 +519,7 @@ class Diarizer:
         for (w, frames), c, score in zip(steps, path, scores):
             first[w][frames] = c
             act = windows[w][1]
-            two = frames[act[frames].sum(1) >= 2]
+            two = frames[overlaps[w][frames]]
             if len(two):
                 order = np.argsort(-score)
                 second[w][two] = order[1] if order[0] == c else order[0]
