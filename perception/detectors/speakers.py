@@ -244,6 +244,8 @@ class Diarizer:
         trim_db: speech stretches lose their edge frames within this of the noise floor (``None``: kept).
         centred_threshold, same_voice, centre_min_pieces, centre_min_s: clustering on channel-centred
             embeddings (see :meth:`_labels`).
+        narrow_same_voice, narrow_db: ``same_voice`` for band-limited audio (nothing above 4 kHz, see
+            :func:`narrowband`), whose voices all sound more alike.
         second_p: a second voice is given out only where the pair's powerset probability is this high
             (a quick exchange of turns reads as overlap to the segmentation model at ``overlap_p``).
         fill_gap_s: a voice's pauses up to this long, heard by nobody else, count as its speech.
@@ -262,7 +264,8 @@ class Diarizer:
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
                  vad_chunk_s: float = WINDOW_S, energy_db: float | None = 10.0, trim_db: float | None = 3.0,
                  switch: float | None = 0.5, follow_hop_s: float = 0.1, follow_span_s: float = 0.5,
-                 fill_gap_s: float = 0.1, second_p: float = 0.85) -> None:
+                 narrow_same_voice: float = 0.8, narrow_db: float = -35.0, fill_gap_s: float = 0.1,
+                 second_p: float = 0.85) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -281,6 +284,8 @@ class Diarizer:
         self.switch = switch
         self.follow_hop_s = follow_hop_s
         self.follow_span_s = follow_span_s
+        self.narrow_same_voice = narrow_same_voice
+        self.narrow_db = narrow_db
         self.fill_gap_s = fill_gap_s
         self.second_p = second_p
         self.centred_threshold = centred_threshold
@@ -329,7 +334,8 @@ class Diarizer:
         """Whether both models loaded."""
         return self.segmenter.available and self.embedder.available
 
-    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray) -> list[int]:
+    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray,
+                same_voice: float | None = None) -> list[int]:
         """Cluster labels of a recording's voice pieces.
 
         What two voices share (the channel: a telephone line, a room, a microphone) lifts every
@@ -338,7 +344,8 @@ class Diarizer:
         embedding is taken off every piece first (what is left is the voice), and pieces are
         clustered at ``centred_threshold``; clusters whose plain centroids are still alike
         (``same_voice``: one speaker split by the centring) join again. Few pieces (a short turn)
-        are clustered on plain cosines at ``cluster_threshold``.
+        are clustered on plain cosines at ``cluster_threshold``. ``same_voice`` overrides the
+        attribute of that name.
         """
         m = np.stack(vectors)
         w = np.asarray(seconds, np.float64)
@@ -352,7 +359,7 @@ class Diarizer:
             space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
             part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
             part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
-            part = join_alike(m[strong], part, w[strong], sub, self.same_voice)
+            part = join_alike(m[strong], part, w[strong], sub, same_voice or self.same_voice)
         else:
             part = cluster(list(m[strong]), self.cluster_threshold, cannot=sub)
             part = absorb_small(list(m[strong]), part, list(w[strong]), sub, self.min_cluster_s)
@@ -446,7 +453,8 @@ class Diarizer:
             together = hi > lo and int((act[lo:hi, k1] & act[lo:hi, k2]).sum()) * FRAME_STEP_S >= 0.1
             cannot[i, j] = cannot[j, i] = together
         seconds = [it[4] for it in items]
-        labels = self._labels(list(plain.astype(np.float32)), seconds, cannot)
+        same_voice = self.narrow_same_voice if narrowband(audio, self.narrow_db) else self.same_voice
+        labels = self._labels(list(plain.astype(np.float32)), seconds, cannot, same_voice=same_voice)
         # Every speech frame, then, gets its voice from the speech around it (scored against the
         # voices' centroids, a change of voice costing ``switch``), and the piece it belongs to.
         first, second = self._follow(windows, overlaps, items, labels, raw, np.asarray(seconds))
@@ -543,6 +551,20 @@ class Diarizer:
             out.seconds[new] = round(count * FRAME_STEP_S, 3)
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
+
+
+def narrowband(audio: np.ndarray, below_db: float) -> bool:
+    """Whether 16 kHz ``audio`` carries next to nothing above 4 kHz (a telephone line, an old recording):
+    its power in 4-7.8 kHz is ``below_db`` or more under its power in 0.3-3.4 kHz."""
+    n = 4096
+    if len(audio) < n:
+        return False
+    frames = audio[:len(audio) // n * n].reshape(-1, n) * np.hanning(n)
+    power = (np.abs(np.fft.rfft(frames, axis=1)) ** 2).sum(0)
+    freqs = np.fft.rfftfreq(n, 1 / SAMPLE_RATE)
+    high = float(power[(freqs >= 4000) & (freqs < 7800)].sum())
+    voice = float(power[(freqs >= 300) & (freqs < 3400)].sum())
+    return voice > 0 and 10 * np.log10(high / voice + 1e-12) < below_db
 
 
 def _fill(mask: np.ndarray, silent: np.ndarray, longest: int) -> np.ndarray:

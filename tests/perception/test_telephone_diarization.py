@@ -16,6 +16,7 @@ import pytest
 
 from perception.detectors.asr import load_audio
 from perception.detectors.speaker_frames import viterbi
+from perception.detectors.speakers import narrowband
 from perception.media.audio import SileroVAD
 from plugin.cli import main
 from tests.conftest import DATA
@@ -67,6 +68,8 @@ def test_a_quick_telephone_exchange_is_two_voices_with_low_der(tmp_path: Path,
         out.writeframes(np.clip(line * 32767, -32768, 32767).astype(np.int16).tobytes())
     (tmp_path / "call.rttm").write_text("".join(
         f"SPEAKER call 1 {s:.3f} {e - s:.3f} <NA> <NA> {w} <NA> <NA>\n" for s, e, w in turns), encoding="utf-8")
+    assert narrowband(load_audio(tmp_path / "call.wav"), -35.0)
+    assert not narrowband(load_audio(DATA / "grid_bbaf2n.mpg"), -35.0)
     assert main(["eval", "diarization", str(tmp_path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["speaker_count_accuracy"] == 1.0 and result["der"] < 0.25, result
