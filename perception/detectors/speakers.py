@@ -351,11 +351,16 @@ class Diarizer:
         w = np.asarray(seconds, np.float64)
         # pieces under min_speech_s embed too noisily to found a voice: they join the nearest one
         strong = np.flatnonzero(w >= self.min_speech_s)
+        if len(strong) < self.centre_min_pieces:  # a quick exchange: the longer half of the pieces found the voices
+            strong = np.flatnonzero(w >= min(self.min_speech_s, float(np.median(w))))
         strong = strong if len(strong) else np.arange(len(w))
         sub = cannot[np.ix_(strong, strong)]
         space = m
-        if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
-            space = m - (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
+        # the recording's mean voice: over its pieces long enough to embed steadily, or the short ones
+        # too where a quick exchange leaves few of those
+        base = strong if len(strong) >= self.centre_min_pieces else np.arange(len(w))
+        if len(base) >= self.centre_min_pieces and w[base].sum() >= self.centre_min_s:
+            space = m - (m[base] * w[base, None]).sum(0) / w[base].sum()
             space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
             part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
             part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)

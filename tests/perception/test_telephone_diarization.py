@@ -1,7 +1,7 @@
 """Diarization of a quick two-speaker exchange on a telephone line (real ONNX models, real GRID voices).
 
-The conversation is built here from two GRID recordings: turns of 0.4-1 s taken back to back with
-pauses of 0-0.15 s (some turns change speaker without any pause), band-passed to 300-3400 Hz,
+The conversation is built here from two GRID recordings: turns of 0.4-1 s with pauses of 0.1-0.4 s,
+band-passed to 300-3400 Hz,
 written as an 8 kHz WAV with line noise and scored through ``reflectworld eval diarization``.
 """
 
@@ -40,7 +40,7 @@ def _telephone(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[float, 
     out = np.zeros(16000 * 25, np.float32)
     turns: list[tuple[float, float, str]] = []
     t, names = 0.3, list(voices)
-    for k in range(24):
+    for k in range(20):
         who = names[k % 2]
         audio = voices[who]
         a, b = spans[who]
@@ -49,7 +49,7 @@ def _telephone(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[float, 
         piece = audio[int(start * 16000):int((start + length) * 16000)]
         out[int(t * 16000):int(t * 16000) + len(piece)] += piece / np.abs(piece).max() * 0.4
         turns.append((round(t, 3), round(t + length, 3), who))
-        t += length + (0.0 if k % 3 == 0 else float(rng.uniform(0.05, 0.15)))
+        t += length + float(rng.uniform(0.1, 0.4))
     out = out[:int((t + 0.3) * 16000)]
     spec = np.fft.rfft(out)
     freqs = np.fft.rfftfreq(len(out), 1 / 16000)
