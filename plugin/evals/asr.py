@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
         _out(json.dumps({"wer": result["wer"], "n": result["n"]}))
         return 0
     how = "speech turns (Silero VAD) packed into Whisper windows, as ingested" if args.turns else "one call"
-    _out(f"protocol: each file → 16 kHz mono → Whisper tiny.en (greedy, {how}) → normalised words (numbers "
+    _out(f"protocol: each file → 16 kHz mono → Whisper tiny.en (beam search of 5, {how}) → normalised words (numbers "
          "spelled out); WER = edits / ref words")
     for row in result["files"]:  # type: ignore[attr-defined]
         _out(f"  {row['wer']:6.3f}  {row['file']}: {row['hypothesis']}")
