@@ -1,8 +1,8 @@
 """Diarization of a quick two-speaker exchange on a telephone line (real ONNX models, real GRID voices).
 
 The conversation is built here from two GRID recordings: turns of 0.4-1 s with pauses of 0.1-0.4 s,
-band-passed to 300-3400 Hz,
-written as an 8 kHz WAV with line noise and scored through ``reflectworld eval diarization``.
+band-passed to 300-3400 Hz, written as an 8 kHz WAV with line noise and scored through
+``reflectworld eval diarization``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from perception.detectors.asr import load_audio
-from perception.detectors.speaker_frames import viterbi
-from perception.detectors.speakers import narrowband
+from perception.detectors.speaker_frames import CAM_STEP_S, viterbi
+from perception.detectors.speakers import SpeakerEmbedder, narrowband
 from perception.media.audio import SileroVAD
 from plugin.cli import main
 from tests.conftest import DATA
@@ -28,6 +28,17 @@ def test_voice_following_ignores_a_blip_and_follows_a_lasting_change() -> None:
     scores = np.array([[1, 0]] * 4 + [[0, 1]] + [[1, 0]] * 4 + [[0, 1]] * 6, float)
     path = viterbi(scores, switch=1.5)
     assert path.tolist() == [0] * 9 + [1] * 6
+
+
+def test_pooled_frame_features_are_the_models_own_embedding() -> None:
+    embedder = SpeakerEmbedder()
+    audio = load_audio(DATA / "grid_bbaf2n.mpg")
+    frames = embedder.frames(audio)
+    assert len(frames) == pytest.approx(len(audio) / 16000 / CAM_STEP_S, abs=3)
+    pooled = np.maximum(embedder.pool(frames), 0)  # CAM++ ends in a ReLU
+    assert float(pooled @ embedder.embed(audio)) / float(np.linalg.norm(pooled)) > 0.999
+    part = embedder.pool(frames[20:60])  # any part of the pass embeds on its own
+    assert part is not None and float(np.linalg.norm(part)) > 0
 
 
 def _telephone(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[float, float, str]]]:
