@@ -8,10 +8,13 @@ at run time only onnxruntime and numpy are used.
   per 16.875 ms frame, one of 7 powerset classes ({}, {0}, {1}, {2}, {0,1}, {0,2}, {1,2}): which of
   up to three *local* speakers are active (overlap included).
 * :class:`SpeakerEmbedder`: CAM++ (192-d) over Kaldi-style log-mel filterbanks (80 bins, 25/10 ms,
-  povey window, pre-emphasis 0.97, per-utterance mean removed), L2-normalised.
-* :class:`Diarizer`: per window, each local speaker with at least ``min_speech_s`` of speech of
-  its own gets an embedding; local speakers of all windows are clustered by average linkage
-  until the best pair's mean cosine falls below ``cluster_threshold``. The result is a list of
+  povey window, pre-emphasis 0.97, per-utterance mean removed), L2-normalised; its frame features
+  (one per 20 ms) embed any part of a window by pooling (:mod:`perception.detectors.speaker_frames`).
+* :class:`Diarizer`: per window, speech frames (voice activity, edges at the noise floor trimmed)
+  and the local speaker of each; every run of a local speaker is embedded (pooled frame features
+  of one CAM++ pass over the window), runs of all windows are clustered by average linkage on
+  channel-centred embeddings, and then every tenth of a second of speech is given the voice its
+  surroundings sound like (a Viterbi path over the voices' centroids). The result is a list of
   :class:`SpeakerTurn` (start, end, cluster label) and one centroid embedding per cluster.
 * :class:`TurnDiarization`: a file's speech turns diarized once each; segments take their share.
 
@@ -31,92 +34,29 @@ import numpy as np
 
 from perception.detectors.model_files import MODELS_DIR
 from perception.detectors.objects import _OnnxModel
+from perception.detectors.speaker_frames import (CAM_STEP_S, FRAME_SPAN_S, FRAME_STEP_S, SAMPLE_RATE,
+                                                 SpeakerEmbedder, cam_mask, fill_gaps, kaldi_fbank, narrowband,
+                                                 trim_edges, viterbi)
 from perception.detectors.speaker_clusters import absorb_small, cluster, join_alike
 from perception.detectors.speaker_clusters import runs as _runs
 from perception.detectors.speaker_clusters import runs_joined as _runs_joined
 
-__all__ = ["Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn", "TurnDiarization",
-           "cluster", "kaldi_fbank"]
+__all__ = ["SAMPLE_RATE", "Diarization", "Diarizer", "SpeakerEmbedder", "SpeakerSegmenter", "SpeakerTurn",
+           "TurnDiarization", "cluster", "kaldi_fbank", "narrowband"]
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
 SEGMENTATION_FILE = MODELS_DIR / "pyannote_segmentation3.onnx"
 SEGMENTATION_SHA256 = "c0ac01b5e0c12b182a10f56062ea1a513bb364812503decfa6a6ff992b5f3903"
-EMBEDDING_FILE = MODELS_DIR / "campplus_cn_en_common.onnx"
-EMBEDDING_SHA256 = "acad4a59b46f636599d26f96e0a82d93ccc1d48e7d2aa433b8bd9989f3a42465"
 _HINT = "restore perception/models/ from the repository"
 
 #: powerset classes of segmentation-3.0: which local speakers each frame class means
 POWERSET: tuple[tuple[int, ...], ...] = ((), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2))
-FRAME_STEP_S = 0.016875
-FRAME_SPAN_S = 0.0619375
 WINDOW_S = 10.0
 #: CAM++ cosine at or above which two voices are the same speaker. Different GRID speakers (3 s
 #: clips) measure up to 0.59, the two overlapped voices of stereo_diarization.wav 0.55; the shared
 #: model survey found same-speaker pairs at 0.62-0.9 with 0.65 separating its test conversation.
 VOICE_MATCH_THRESHOLD = 0.65
-
-
-def kaldi_fbank(wav: np.ndarray, sr: int = SAMPLE_RATE, n_mels: int = 80) -> np.ndarray:
-    """Kaldi-compatible log-mel filterbank features ``[frames, n_mels]`` (25 ms / 10 ms, povey window)."""
-    wav = np.asarray(wav, dtype=np.float64)
-    length, shift, nfft = 400, 160, 512
-    if len(wav) < length:
-        return np.zeros((0, n_mels), np.float32)
-    n = 1 + (len(wav) - length) // shift
-    frames = wav[np.arange(length)[None] + shift * np.arange(n)[:, None]]
-    frames = frames - frames.mean(1, keepdims=True)
-    frames = np.concatenate([frames[:, :1] * (1 - 0.97), frames[:, 1:] - 0.97 * frames[:, :-1]], 1)
-    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(length) / (length - 1))) ** 0.85
-    power = np.abs(np.fft.rfft(frames * window, nfft)) ** 2
-    return np.log(np.maximum(power @ _mel_bank(sr, n_mels, nfft).T, np.finfo(np.float32).eps)).astype(np.float32)
-
-
-_MEL_CACHE: dict[tuple[int, int, int], np.ndarray] = {}
-
-
-def _mel_bank(sr: int, n_mels: int, nfft: int, low: float = 20.0) -> np.ndarray:
-    key = (sr, n_mels, nfft)
-    if key not in _MEL_CACHE:
-        def mel(f: np.ndarray | float) -> np.ndarray | float:
-            return 1127.0 * np.log(1 + np.asarray(f) / 700.0)
-
-        ml, mh = float(mel(low)), float(mel(sr / 2))
-        d = (mh - ml) / (n_mels + 1)
-        fm = np.asarray(mel(np.arange(nfft // 2) * sr / nfft))
-        bank = np.zeros((n_mels, nfft // 2 + 1))
-        for b in range(n_mels):
-            lo, c, hi = ml + b * d, ml + (b + 1) * d, ml + (b + 2) * d
-            bank[b, :nfft // 2] = np.where((fm > lo) & (fm < hi), np.minimum((fm - lo) / (c - lo), (hi - fm) / (hi - c)), 0)
-        _MEL_CACHE[key] = bank
-    return _MEL_CACHE[key]
-
-
-class SpeakerEmbedder:
-    """CAM++ speaker embeddings (192-d, unit length), loaded on first use."""
-
-    name = "campplus-cn-en-v1"
-    dim = 192
-
-    def __init__(self) -> None:
-        self._model = _OnnxModel(EMBEDDING_FILE, EMBEDDING_SHA256, "speaker identification", _HINT)
-
-    @property
-    def available(self) -> bool:
-        """Whether the model loaded (loads it on first call)."""
-        return self._model.session() is not None
-
-    def embed(self, audio: np.ndarray) -> np.ndarray | None:
-        """The unit embedding of 16 kHz mono speech (``None`` when too short or the model is unavailable)."""
-        session = self._model.session()
-        feats = kaldi_fbank(audio)
-        if session is None or len(feats) < 20:
-            return None
-        feats = feats - feats.mean(0, keepdims=True)
-        vec = np.asarray(session.run(None, {"feats": feats[None]})[0][0], dtype=np.float32)  # type: ignore[attr-defined]
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm > 0 else None
 
 
 class SpeakerSegmenter:
@@ -212,7 +152,7 @@ class Diarization:
 
 
 class Diarizer:
-    """Segmentation per window + embeddings per local speaker + average-linkage clustering.
+    """Segmentation per window + embeddings per local speaker's run + clustering + frame-level following.
 
     Args:
         cluster_threshold: stop merging when the best pair of clusters has a mean cosine below this.
@@ -227,8 +167,17 @@ class Diarizer:
             (pauses kept, threshold, widening, stretch after which its state starts afresh).
         energy_db: a frame this far above its window's noise floor that the segmentation model does
             not call silence is speech too (``None``: the VAD alone).
+        trim_db: speech stretches lose their edge frames within this of the noise floor (``None``: kept).
         centred_threshold, same_voice, centre_min_pieces, centre_min_s: clustering on channel-centred
             embeddings (see :meth:`_labels`).
+        narrow_same_voice, narrow_db: ``same_voice`` for band-limited audio (nothing above 4 kHz, see
+            :func:`narrowband`), whose voices all sound more alike.
+        second_p: a second voice is given out only where the pair's powerset probability is this high
+            (a quick exchange of turns reads as overlap to the segmentation model at ``overlap_p``).
+        fill_gap_s: a voice's pauses up to this long, heard by nobody else, count as its speech.
+        switch, follow_hop_s, follow_span_s: frame-level voice following (see :meth:`_follow`): the
+            cost of a change of voice, the step, and the speech around a step that is embedded
+            (``switch`` ``None``: every frame keeps the voice of its piece).
         min_piece_s: shortest piece of a voice that is embedded (shorter than ``min_speech_s`` joins
             the nearest voice).
     """
@@ -236,10 +185,13 @@ class Diarizer:
     def __init__(self, segmenter: SpeakerSegmenter | None = None, embedder: SpeakerEmbedder | None = None,
                  cluster_threshold: float = VOICE_MATCH_THRESHOLD, min_speech_s: float = 0.8,
                  min_turn_s: float = 0.1, min_cluster_s: float = 1.0, run_gap_s: float = 0.0,
-                 overlap_p: float = 0.7, vad_min_silence_s: float = 0.1, speech_pad_s: float = 0.03,
+                 overlap_p: float = 0.7, vad_min_silence_s: float = 0.05, speech_pad_s: float = 0.0,
                  centred_threshold: float = 0.0, same_voice: float = 0.8, centre_min_pieces: int = 6,
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
-                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 15.0) -> None:
+                 vad_chunk_s: float = WINDOW_S, energy_db: float | None = 10.0, trim_db: float | None = 3.0,
+                 switch: float | None = 0.5, follow_hop_s: float = 0.1, follow_span_s: float = 0.5,
+                 narrow_same_voice: float = 0.9, narrow_db: float = -35.0, fill_gap_s: float = 0.1,
+                 second_p: float = 0.85) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
         self.cluster_threshold = cluster_threshold
@@ -254,6 +206,14 @@ class Diarizer:
         self.min_piece_s = min_piece_s
         self.vad_chunk_s = vad_chunk_s
         self.energy_db = energy_db
+        self.trim_db = trim_db
+        self.switch = switch
+        self.follow_hop_s = follow_hop_s
+        self.follow_span_s = follow_span_s
+        self.narrow_same_voice = narrow_same_voice
+        self.narrow_db = narrow_db
+        self.fill_gap_s = fill_gap_s
+        self.second_p = second_p
         self.centred_threshold = centred_threshold
         self.same_voice = same_voice
         self.centre_min_pieces = centre_min_pieces
@@ -300,7 +260,8 @@ class Diarizer:
         """Whether both models loaded."""
         return self.segmenter.available and self.embedder.available
 
-    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray) -> list[int]:
+    def _labels(self, vectors: list[np.ndarray], seconds: list[float], cannot: np.ndarray,
+                same_voice: float | None = None) -> list[int]:
         """Cluster labels of a recording's voice pieces.
 
         What two voices share (the channel: a telephone line, a room, a microphone) lifts every
@@ -309,21 +270,27 @@ class Diarizer:
         embedding is taken off every piece first (what is left is the voice), and pieces are
         clustered at ``centred_threshold``; clusters whose plain centroids are still alike
         (``same_voice``: one speaker split by the centring) join again. Few pieces (a short turn)
-        are clustered on plain cosines at ``cluster_threshold``.
+        are clustered on plain cosines at ``cluster_threshold``. ``same_voice`` overrides the
+        attribute of that name.
         """
         m = np.stack(vectors)
         w = np.asarray(seconds, np.float64)
         # pieces under min_speech_s embed too noisily to found a voice: they join the nearest one
         strong = np.flatnonzero(w >= self.min_speech_s)
+        if len(strong) < self.centre_min_pieces:  # a quick exchange: the longer half of the pieces found the voices
+            strong = np.flatnonzero(w >= min(self.min_speech_s, float(np.median(w))))
         strong = strong if len(strong) else np.arange(len(w))
         sub = cannot[np.ix_(strong, strong)]
         space = m
-        if len(strong) >= self.centre_min_pieces and w[strong].sum() >= self.centre_min_s:
-            space = m - (m[strong] * w[strong, None]).sum(0) / w[strong].sum()
+        # the recording's mean voice: over its pieces long enough to embed steadily, or the short ones
+        # too where a quick exchange leaves few of those
+        base = strong if len(strong) >= self.centre_min_pieces else np.arange(len(w))
+        if len(base) >= self.centre_min_pieces and w[base].sum() >= self.centre_min_s:
+            space = m - (m[base] * w[base, None]).sum(0) / w[base].sum()
             space /= np.maximum(np.linalg.norm(space, axis=1, keepdims=True), 1e-9)
             part = cluster(list(space[strong]), self.centred_threshold, cannot=sub)
             part = absorb_small(list(space[strong]), part, list(w[strong]), sub, self.min_cluster_s)
-            part = join_alike(m[strong], part, w[strong], sub, self.same_voice)
+            part = join_alike(m[strong], part, w[strong], sub, same_voice or self.same_voice)
         else:
             part = cluster(list(m[strong]), self.cluster_threshold, cannot=sub)
             part = absorb_small(list(m[strong]), part, list(w[strong]), sub, self.min_cluster_s)
@@ -338,98 +305,181 @@ class Diarizer:
                 labels[i] = max(options)[1] if options else max(part) + 1
         return labels
 
+    def _heard(self, chunk: np.ndarray, probs: np.ndarray, vad: np.ndarray) -> np.ndarray:
+        """Whether each segmentation frame of one window holds speech.
+
+        Speech is the voice activity detector's, plus frames well above the window's noise floor
+        (its quietest tenth) that the segmentation model does not call silence (Silero misses some
+        voices of a band-limited line), with every stretch's edges at the noise floor trimmed off
+        (a telephone line's hiss keeps the detectors "hearing" speech 0.1-0.2 s past a voice).
+        """
+        mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
+        idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
+        half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
+        power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) for i in idx])
+        db = 10 * np.log10(power + 1e-10)
+        floor = float(np.percentile(db, 10))
+        heard = vad.copy()
+        if self.energy_db is not None:
+            heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
+        if self.trim_db is not None:
+            heard = trim_edges(heard, db < floor + self.trim_db)
+        return heard
+
     def diarize(self, audio: np.ndarray, offset: float = 0.0) -> Diarization:
         """Who spoke when in 16 kHz mono ``audio``; turn times are ``offset`` + seconds into the audio."""
         if audio is None or len(audio) < SAMPLE_RATE // 2 or not self.available:
             return Diarization()
         audio = np.asarray(audio, dtype=np.float32)
         total = len(audio) / SAMPLE_RATE
-        # One embedding per run of a local speaker (its speech between pauses): the segmentation
-        # model's local speaker can stand for two people who talk in turn within one window.
-        items: list[tuple[int, int, int, np.ndarray, float]] = []  # (window, local speaker, run, embedding, s)
-        windows: list[tuple[float, np.ndarray, dict[int, list[tuple[int, int]]]]] = []
+        # Runs of each local speaker's speech (between pauses: the segmentation model's local speaker
+        # can stand for two people who talk in turn within one window), each embedded by pooling the
+        # CAM++ frame features of its own speech.
+        items: list[tuple[int, int, tuple[int, int], np.ndarray, float]] = []  # (window, local speaker, span, vec, s)
+        windows: list[tuple[float, np.ndarray, np.ndarray]] = []  # (start, activity, CAM++ frames)
+        overlaps: list[np.ndarray] = []  # per window, the frames that hold two voices
         speech = self.speech_frames(audio)
+        least = min(self.min_piece_s, self.min_speech_s)
         for w, w0 in enumerate(np.arange(0.0, total, WINDOW_S)):
             chunk = audio[int(w0 * SAMPLE_RATE):int(min(total, w0 + WINDOW_S) * SAMPLE_RATE)]
             if len(chunk) < SAMPLE_RATE // 4:
-                windows.append((float(w0), np.zeros((0, 3), bool), {}))
+                windows.append((float(w0), np.zeros((0, 3), bool), np.zeros((0, 512), np.float32)))
+                overlaps.append(np.zeros(0, bool))
                 continue
             probs = self.segmenter.probabilities(chunk)
             probs = probs[:int(np.ceil(len(chunk) / SAMPLE_RATE / FRAME_STEP_S))]
-            heard = speech[w, :len(probs)].copy()
-            if self.energy_db is not None:
-                # Silero misses some voices of a band-limited line: a frame well above the window's
-                # noise floor (its quietest tenth) that the segmentation model does not call silence
-                # is speech too.
-                mids = np.arange(len(probs)) * FRAME_STEP_S + FRAME_SPAN_S / 2
-                idx = np.clip((mids * SAMPLE_RATE).astype(int), 0, max(0, len(chunk) - 1))
-                half = int(FRAME_STEP_S * SAMPLE_RATE / 2)
-                power = np.array([float(np.mean(chunk[max(0, i - half):i + half] ** 2)) if len(chunk) else 0.0
-                                  for i in idx])
-                db = 10 * np.log10(power + 1e-10)
-                floor = float(np.percentile(db, 10))
-                heard |= (db > floor + self.energy_db) & (probs[:, 0] < 0.5)
-            act = frame_speakers(probs, heard, self.overlap_p)
-            mids = w0 + np.arange(len(act)) * FRAME_STEP_S + FRAME_SPAN_S / 2
-            runs: dict[int, list[tuple[int, int]]] = {}
+            act = frame_speakers(probs, self._heard(chunk, probs, speech[w, :len(probs)]), self.overlap_p)
+            cam = self.embedder.frames(chunk) if act.any() else np.zeros((0, 512), np.float32)
+            windows.append((float(w0), act, cam))
+            overlaps.append((act.sum(1) >= 2) & (probs[:, 4:].max(1) >= self.second_p))
             for k in range(3):
-                if act[:, k].sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
+                if act[:, k].sum() * FRAME_STEP_S < least:
                     continue
-                runs[k] = _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S)))
-                for r, (a, b) in enumerate(runs[k]):
+                for a, b in _runs_joined(act[:, k], int(round(self.run_gap_s / FRAME_STEP_S))):
                     span = np.zeros(len(act), bool)
                     span[a:b] = True
                     # Embed the speaker's own (non-overlapped) speech; one who only ever talks over
                     # someone else is embedded from all of their frames (noisier, still a speaker).
                     own = span & act[:, k] & (act.sum(1) == 1)
                     use = own if own.sum() * FRAME_STEP_S >= self.min_speech_s else span & act[:, k]
-                    if use.sum() * FRAME_STEP_S < min(self.min_piece_s, self.min_speech_s):
+                    if use.sum() * FRAME_STEP_S < least:
                         continue
-                    idx = np.concatenate([np.arange(int((m - FRAME_STEP_S / 2) * SAMPLE_RATE),
-                                                    int((m + FRAME_STEP_S / 2) * SAMPLE_RATE)) for m in mids[use]])
-                    vec = self.embedder.embed(audio[idx[(idx >= 0) & (idx < len(audio))]])
+                    vec = self.embedder.pool(cam[cam_mask(use, len(cam))])
                     if vec is not None:
-                        items.append((w, k, r, vec, float((span & act[:, k]).sum() * FRAME_STEP_S)))
-            windows.append((float(w0), act, runs))
+                        items.append((w, k, (a, b), vec, float((span & act[:, k]).sum() * FRAME_STEP_S)))
         if not items:
             return Diarization()
-        vectors = [it[3] for it in items]
+        raw = np.stack([it[3] for it in items]).astype(np.float64)
+        plain = np.maximum(raw, 0)  # CAM++'s own embedding ends in a ReLU
+        plain /= np.maximum(np.linalg.norm(plain, axis=1, keepdims=True), 1e-9)
         win = np.array([it[0] for it in items])
         loc = np.array([it[1] for it in items])
         cannot = (win[:, None] == win[None, :]) & (loc[:, None] != loc[None, :])  # two voices of one window
         # Only voices heard at the same time are surely two people: in a quick exchange the
         # segmentation model's local speakers do not follow the people.
         for i, j in zip(*np.nonzero(np.triu(cannot))):
-            (w, k1, r1), (_, k2, r2) = items[i][:3], items[j][:3]
-            act, runs = windows[w][1], windows[w][2]
-            a1, b1 = runs[k1][r1]
-            a2, b2 = runs[k2][r2]
+            (w, k1, (a1, b1)), (_, k2, (a2, b2)) = items[i][:3], items[j][:3]
+            act = windows[w][1]
             lo, hi = max(a1, a2), min(b1, b2)
             together = hi > lo and int((act[lo:hi, k1] & act[lo:hi, k2]).sum()) * FRAME_STEP_S >= 0.1
             cannot[i, j] = cannot[j, i] = together
-        labels = self._labels(vectors, [it[4] for it in items], cannot)
-        label_of = {(w, k, r): labels[i] for i, (w, k, r, _, _) in enumerate(items)}
+        seconds = [it[4] for it in items]
+        same_voice = self.narrow_same_voice if narrowband(audio, self.narrow_db) else self.same_voice
+        labels = self._labels(list(plain.astype(np.float32)), seconds, cannot, same_voice=same_voice)
+        # Every speech frame, then, gets its voice from the speech around it (scored against the
+        # voices' centroids, a change of voice costing ``switch``), and the piece it belongs to.
+        first, second = self._follow(windows, overlaps, items, labels, raw, np.asarray(seconds))
+        return self._result(windows, first, second, total, offset)
+
+    def _follow(self, windows: list[tuple[float, np.ndarray, np.ndarray]], overlaps: list[np.ndarray],
+                items: list, labels: list[int],
+                raw: np.ndarray, seconds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per window, the voice of every speech frame (-1: none) and of a second voice where two overlap.
+
+        A piece can still hold two people (a turn taken without a pause, a local speaker of the
+        segmentation model standing for both), and its label then is wrong for part of it. Once the
+        voices are known, their centroids (channel-centred, pre-ReLU) stand on many pieces: every
+        ``follow_hop_s`` of speech is embedded from the ``follow_span_s`` of speech around it
+        (pooled CAM++ frames, no model call) and scored against each voice, and the voice sequence
+        with the best total score, less ``switch`` per change of voice, is taken (:func:`viterbi`).
+        Where two local speakers overlap, the second voice is the best-scoring other one.
+        """
+        names = sorted(set(labels))
+        lab = np.array([names.index(c) for c in labels])
+        piece = [np.full(len(act), -1) for _, act, _ in windows]  # the piece's voice, per frame and window
+        piece2 = [np.full(len(act), -1) for _, act, _ in windows]
+        for (w, k, (a, b), _, _), c in zip(items, lab):
+            mine = np.zeros(len(piece[w]), bool)
+            mine[a:b] = windows[w][1][a:b, k]
+            free = mine & (piece[w] < 0)
+            piece[w][free] = c
+            piece2[w][mine & ~free & (piece[w] != c) & overlaps[w]] = c
+        if len(names) < 2 or self.switch is None:
+            for w, (_, act, _) in enumerate(windows):  # frames of runs too short to embed: the window's main voice
+                known = piece[w][piece[w] >= 0]
+                main = int(np.bincount(known).argmax()) if len(known) else 0
+                piece[w][act.any(1) & (piece[w] < 0)] = main
+            return piece, piece2
+        centre = (raw * seconds[:, None]).sum(0) / seconds.sum()
+        z = raw - centre
+        z /= np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-9)
+        hop = max(1, int(round(self.follow_hop_s / FRAME_STEP_S)))
+        half = self.follow_span_s / 2
+        steps: list[tuple[int, np.ndarray]] = []  # (window, frames) per step
+        local: list[np.ndarray] = []
+        for w, (_, act, cam) in enumerate(windows):
+            talk = act.any(1)
+            camtalk = cam_mask(talk, len(cam))
+            for a, b in _runs(talk):
+                for lo in range(a, b, hop):
+                    frames = np.arange(lo, min(b, lo + hop))
+                    t = (lo + len(frames) / 2) * FRAME_STEP_S + FRAME_SPAN_S / 2
+                    j0, j1 = max(0, int((t - half) / CAM_STEP_S)), min(len(cam), int((t + half) / CAM_STEP_S) + 1)
+                    vec = self.embedder.pool(cam[j0:j1][camtalk[j0:j1]])
+                    v = np.zeros(len(centre)) if vec is None else vec - centre
+                    local.append(v / max(float(np.linalg.norm(v)), 1e-9))
+                    steps.append((w, frames))
+        if not steps:
+            return piece, piece2
+        cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(len(names))])
+        cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
+        scores = np.stack(local) @ cents.T
+        path = viterbi(scores, self.switch)
+        first = [np.full(len(act), -1) for _, act, _ in windows]
+        second = [np.full(len(act), -1) for _, act, _ in windows]
+        for (w, frames), c, score in zip(steps, path, scores):
+            first[w][frames] = c
+            act = windows[w][1]
+            two = frames[overlaps[w][frames]]
+            if len(two):
+                order = np.argsort(-score)
+                second[w][two] = order[1] if order[0] == c else order[0]
+        return first, second
+
+    def _result(self, windows: list[tuple[float, np.ndarray, np.ndarray]], first: list[np.ndarray],
+                second: list[np.ndarray], total: float, offset: float) -> Diarization:
+        """Turns, centroids and seconds of speech per voice from the voices of the frames."""
+        used = sorted({int(c) for f, s in zip(first, second) for c in np.concatenate([f, s]) if c >= 0})
         out = Diarization()
-        for c in sorted(set(labels)):
-            members = [i for i, lab in enumerate(labels) if lab == c]
-            weights = np.array([items[i][4] for i in members])
-            centroid = (np.stack([items[i][3] for i in members]) * weights[:, None]).sum(0)
-            out.embeddings[c] = (centroid / max(float(np.linalg.norm(centroid)), 1e-9)).astype(np.float32)
-            out.seconds[c] = round(float(weights.sum()), 3)
-        for w, (w0, act, runs) in enumerate(windows):
-            for k, spans in runs.items():
-                embedded = [(items[i][4], labels[i]) for i, it in enumerate(items) if it[0] == w and it[1] == k]
-                if not embedded:
-                    continue
-                fallback = max(embedded)[1]  # a run too short to embed: the local speaker's main voice
-                for r, (a, b) in enumerate(spans):
-                    c = label_of.get((w, k, r), fallback)
-                    for x, y in _runs(act[a:b, k]):
-                        # a frame stands for the step around its middle
-                        start = w0 + (a + x) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
-                        end = min(total, w0 + (a + y) * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
-                        if end - start >= self.min_turn_s:
-                            out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), c))
+        for new, c in enumerate(used):
+            frames: list[np.ndarray] = []
+            count = 0
+            for (w0, _, cam), f, s in zip(windows, first, second):
+                mine = fill_gaps((f == c) | (s == c), f < 0, int(round(self.fill_gap_s / FRAME_STEP_S)))
+                count += int(mine.sum())
+                frames.append(cam[cam_mask(mine, len(cam))])
+                for x, y in _runs(mine):
+                    # a frame stands for the step around its middle
+                    start = w0 + x * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2
+                    end = min(total, w0 + y * FRAME_STEP_S + (FRAME_SPAN_S - FRAME_STEP_S) / 2)
+                    if end - start >= self.min_turn_s:
+                        out.turns.append(SpeakerTurn(round(offset + start, 3), round(offset + end, 3), new))
+            vec = self.embedder.pool(np.concatenate(frames))
+            if vec is None:
+                vec = np.ones(SpeakerEmbedder.dim, np.float32)
+            vec = np.maximum(vec, 0)
+            out.embeddings[new] = (vec / max(float(np.linalg.norm(vec)), 1e-9)).astype(np.float32)
+            out.seconds[new] = round(count * FRAME_STEP_S, 3)
         out.turns.sort(key=lambda t: (t.start, t.speaker))
         return out
 
