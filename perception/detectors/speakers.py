@@ -190,7 +190,7 @@ class Diarizer:
                  centre_min_s: float = 6.0, vad_threshold: float = 0.5, min_piece_s: float = 0.2,
                  vad_chunk_s: float = WINDOW_S, energy_db: float | None = 10.0, trim_db: float | None = 3.0,
                  switch: float | None = 0.5, follow_hop_s: float = 0.1, follow_span_s: float = 0.5,
-                 narrow_same_voice: float = 0.9, narrow_db: float = -35.0, fill_gap_s: float = 0.1,
+                 narrow_same_voice: float = 0.85, narrow_db: float = -35.0, fill_gap_s: float = 0.1,
                  second_p: float = 0.85) -> None:
         self.segmenter = segmenter or SpeakerSegmenter()
         self.embedder = embedder or SpeakerEmbedder()
