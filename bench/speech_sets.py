@@ -195,6 +195,24 @@ def build_diarization(out: Path, sets: dict[str, dict[str, list[Clip]]]) -> None
                 encoding="utf-8")
 
 
+def build_more_telephone(out: Path, sets: dict[str, dict[str, list[Clip]]], count: int, seed: int) -> None:
+    """``count`` more two-speaker telephone conversations of the tune voices (``diarization/tune_telephone``):
+    the tune half has only four, too few to choose a join threshold for band-limited voices."""
+    folder = out / "diarization" / "tune_telephone"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    pool = sets["tune"]
+    for k in range(count):
+        chosen = [str(x) for x in rng.choice(list(pool), size=2, replace=False)]
+        audio, turns = conversation(rng, {c: pool[c] for c in chosen}, 30.0)
+        name = f"tel_2spk_{k:02d}"
+        audio = _band(audio, 300, 3400)[::2]
+        _write(folder / f"{name}.wav", audio + rng.normal(0, 0.002, len(audio)).astype(np.float32), 8000)
+        (folder / f"{name}.rttm").write_text(
+            "".join(f"SPEAKER {name} 1 {s:.3f} {e - s:.3f} <NA> <NA> {w} <NA> <NA>\n" for s, e, w in turns),
+            encoding="utf-8")
+
+
 def build_asr(out: Path, sets: dict[str, dict[str, list[Clip]]]) -> None:
     for half, seed in (("tune", 5), ("heldout", 17)):
         folder = out / "asr" / half
@@ -220,9 +238,14 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--extra", type=Path, nargs="*", default=[],
                         help="folders with more held-out recordings (see EXTRA_TEXT)")
+    parser.add_argument("--more-telephone", type=int, default=0, metavar="N",
+                        help="also N two-speaker telephone conversations of the tune voices (diarization/tune_telephone)")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of --more-telephone")
     args = parser.parse_args()
     sets = voices(args.extra)
     build_diarization(args.out, sets)
+    if args.more_telephone:
+        build_more_telephone(args.out, sets, args.more_telephone, args.seed)
     build_asr(args.out, sets)
     lines = ["# Sources", ""]
     for half, pool in sets.items():
