@@ -166,21 +166,23 @@ class SpeakerEmbedder:
         """Whether the model loaded (loads it on first call)."""
         return self._model.session() is not None
 
-    def embed(self, audio: np.ndarray) -> np.ndarray | None:
-        """The unit embedding of 16 kHz mono speech (``None`` when too short or the model is unavailable)."""
+    def _run(self, audio: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """CAM++ over 16 kHz ``audio``: ``(embedding, frame features)`` (``None``: too short or no model)."""
         feats = kaldi_fbank(audio)
         if self._model.session() is None or len(feats) < 20:
             return None
-        vec = self._model.run(feats - feats.mean(0, keepdims=True))[0]
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm > 0 else None
+        return self._model.run(feats - feats.mean(0, keepdims=True))
+
+    def embed(self, audio: np.ndarray) -> np.ndarray | None:
+        """The unit embedding of 16 kHz mono speech (``None`` when too short or the model is unavailable)."""
+        out = self._run(audio)
+        norm = float(np.linalg.norm(out[0])) if out is not None else 0.0
+        return out[0] / norm if out is not None and norm > 0 else None
 
     def frames(self, audio: np.ndarray) -> np.ndarray:
         """CAM++ frame features ``[frames, 512]`` of 16 kHz ``audio``, one per :data:`CAM_STEP_S` from its start."""
-        feats = kaldi_fbank(audio)
-        if self._model.session() is None or len(feats) < 20:
-            return np.zeros((0, 512), np.float32)
-        return self._model.run(feats - feats.mean(0, keepdims=True))[1]
+        out = self._run(audio)
+        return out[1] if out is not None else np.zeros((0, 512), np.float32)
 
     def pool(self, frames: np.ndarray) -> np.ndarray | None:
         """The pre-ReLU embedding (not normalised) of a subset of :meth:`frames` (``None``: too few)."""
