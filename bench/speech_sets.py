@@ -10,7 +10,8 @@ writes
   16 kHz WAV (``wide_*``) or an 8 kHz telephone-band one (``tel_*``: band-pass 300–3400 Hz, resampled
   to 8 kHz, a little line noise), with ``NAME.rttm`` beside it. Turns are 0.3–1 s pieces of a
   speaker's speech (a quarter of them 1–2.5 s), 0.05–0.4 s apart, about one in twelve overlapping the
-  previous turn by 0.2–0.5 s; 2, 3 or 4 speakers. The reference of a turn is its piece's span: pieces
+  previous turn by 0.2–0.5 s; 2, 3 or 4 speakers; and monologues (``*_1spk_*``: one voice in the same
+  short pieces, 0.05-0.4 s apart). The reference of a turn is its piece's span: pieces
   are cut from within the source's speech (Silero VAD, pauses under 0.3 s joined).
 * ``OUT/asr/{tune,heldout}/``: single read-speech clips and *streams* (several clips of different
   speakers one after the other, 0.6–2 s apart) with ``transcripts.json``, for ``reflectworld eval asr``.
@@ -165,6 +166,9 @@ def conversation(rng: np.random.Generator, speakers: dict[str, list[Clip]], dura
         lo = int(t * SR)
         out[lo:lo + len(piece)] += piece / peak * 0.5 * gains[who]
         turns.append((round(t, 3), round(t + length, 3), who))
+        if len(names) == 1:  # a monologue: pauses between pieces, no overlap
+            t = t + length + float(rng.uniform(0.05, 0.4))
+            continue
         nxt = [n for n in names if n != who]
         who = nxt[rng.integers(len(nxt))]
         t = t + length + (-float(rng.uniform(0.2, 0.5)) if rng.random() < 1 / 12 else float(rng.uniform(0.05, 0.4)))
@@ -188,6 +192,29 @@ def build_diarization(out: Path, sets: dict[str, dict[str, list[Clip]]]) -> None
                 audio = _band(audio, 300, 3400)[::2]
                 audio = audio + rng.normal(0, 0.002, len(audio)).astype(np.float32)
                 _write(folder / f"{name}.wav", audio, 8000)
+            else:
+                _write(folder / f"{name}.wav", audio)
+            (folder / f"{name}.rttm").write_text(
+                "".join(f"SPEAKER {name} 1 {s:.3f} {e - s:.3f} <NA> <NA> {w} <NA> <NA>\n" for s, e, w in turns),
+                encoding="utf-8")
+
+
+def build_monologues(out: Path, sets: dict[str, dict[str, list[Clip]]]) -> None:
+    """One voice talking in short pieces for about 25 s (``*_1spk_*``), beside the conversations of each
+    half: every voice of the half once on a telephone line and once wide-band (the tune half's voices
+    twice on the line). A diarizer that splits voices apart more readily must still hear one voice here."""
+    for half, seed in (("tune", 41), ("heldout", 43)):
+        folder = out / "diarization" / half
+        folder.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(seed)
+        pool = sets[half]
+        plan = [(v, tel) for tel in ((True, False, True) if half == "tune" else (True, False)) for v in pool]
+        for k, (voice, tel) in enumerate(plan):
+            audio, turns = conversation(rng, {voice: pool[voice]}, 25.0)
+            name = f"{'tel' if tel else 'wide'}_1spk_{k:02d}"
+            if tel:
+                audio = _band(audio, 300, 3400)[::2]
+                _write(folder / f"{name}.wav", audio + rng.normal(0, 0.002, len(audio)).astype(np.float32), 8000)
             else:
                 _write(folder / f"{name}.wav", audio)
             (folder / f"{name}.rttm").write_text(
@@ -244,6 +271,7 @@ def main() -> None:
     args = parser.parse_args()
     sets = voices(args.extra)
     build_diarization(args.out, sets)
+    build_monologues(args.out, sets)
     if args.more_telephone:
         build_more_telephone(args.out, sets, args.more_telephone, args.seed)
     build_asr(args.out, sets)

@@ -84,3 +84,51 @@ def test_a_quick_telephone_exchange_is_two_voices_with_low_der(tmp_path: Path,
     assert main(["eval", "diarization", str(tmp_path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["speaker_count_accuracy"] == 1.0 and result["der"] < 0.25, result
+
+
+def _monologue(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[float, float, str]]]:
+    """The LibriVox reader alone, in pieces of 0.3-2.5 s with pauses of 0.05-0.4 s (16 kHz, about 25 s)."""
+    vad = SileroVAD()
+    spans = []
+    for name in ("sense_and_sensibility_01_austen_64kb-0870", "sense_and_sensibility_01_austen_64kb-0920"):
+        audio = load_audio(DATA / f"{name}.wav")
+        vad.reset()
+        spans += [(audio, a, b) for a, b in vad.speech_intervals(vad.probabilities(audio)) if b - a >= 0.5]
+    out = np.zeros(16000 * 30, np.float32)
+    turns: list[tuple[float, float, str]] = []
+    t = 0.3
+    while t < 25:
+        audio, a, b = spans[int(rng.integers(len(spans)))]
+        length = min(float(rng.uniform(1.0, 2.5) if rng.random() < 0.25 else rng.uniform(0.3, 1.0)), b - a)
+        start = float(rng.uniform(a, b - length))
+        piece = audio[int(start * 16000):int((start + length) * 16000)]
+        out[int(t * 16000):int(t * 16000) + len(piece)] += piece / np.abs(piece).max() * 0.4
+        turns.append((round(t, 3), round(t + length, 3), "reader"))
+        t += length + float(rng.uniform(0.05, 0.4))
+    return out[:int((t + 0.3) * 16000)], turns
+
+
+def _write_wav(path: Path, audio: np.ndarray, rate: int) -> None:
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(np.clip(audio * 32767, -32768, 32767).astype(np.int16).tobytes())
+
+
+def test_one_reader_alone_is_one_voice_on_a_line_and_wide_band(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(3)
+    audio, turns = _monologue(rng)
+    spec = np.fft.rfft(audio)
+    freqs = np.fft.rfftfreq(len(audio), 1 / 16000)
+    spec[(freqs < 300) | (freqs > 3400)] = 0
+    line = np.fft.irfft(spec, len(audio))[::2] + rng.normal(0, 0.002, len(audio[::2]))
+    _write_wav(tmp_path / "wide.wav", audio, 16000)
+    _write_wav(tmp_path / "line.wav", line.astype(np.float32), 8000)
+    for name in ("wide", "line"):
+        (tmp_path / f"{name}.rttm").write_text("".join(
+            f"SPEAKER {name} 1 {s:.3f} {e - s:.3f} <NA> <NA> {w} <NA> <NA>\n" for s, e, w in turns), encoding="utf-8")
+    assert main(["eval", "diarization", str(tmp_path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["speaker_count_accuracy"] == 1.0 and result["der"] < 0.2, result
