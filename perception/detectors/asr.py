@@ -67,9 +67,10 @@ class WhisperTranscriber:
             (verified by sha256). A user-supplied folder is trusted as is.
         cpu_threads: threads for CTranslate2.
         min_speech_s: audio shorter than this is not transcribed.
-        beam_size: beam search width. Five beams cost no measurable CPU over greedy decoding on
-            tiny.en (the encoder's 30 s window dominates each call) and hear read speech better
-            (as ingested, speech-set tune half WER 0.075 -> 0.070, held-out 0.107 -> 0.075).
+        beam_size: beam search width. Five beams hear read speech and commands better (as ingested,
+            speech-set tune half WER 0.075 -> 0.070, held-out 0.107 -> 0.075); they cost more CPU
+            on dense speech (more tokens, windows ended early after a pause) and less where greedy
+            decoding loses packed turns that are then heard again (README, speech recognition).
     """
 
     def __init__(self, model_dir: str | Path | None = None, cpu_threads: int = 1, min_speech_s: float = 0.3,
