@@ -38,10 +38,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from media import real_720p, speech_720p, static_720p  # noqa: E402
-
+# plugin first: it sets numpy's BLAS environment as every entry point does (see plugin/__init__.py)
 from plugin.engine import Engine  # noqa: E402
 from plugin.manifest import Manifest  # noqa: E402
+
+from media import real_720p, speech_720p, static_720p  # noqa: E402
 
 
 #: the stages the breakdown reports: name → (module, class, methods); CPU time of the calling thread
