@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -90,10 +91,13 @@ def _nms(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, score_thresh
 
 
 class _OnnxModel:
-    """Lazy, thread-safe onnxruntime session around one verified file."""
+    """Lazy, thread-safe onnxruntime session around one verified file; ``build`` turns the verified
+    path into the session (default: the file as it is)."""
 
-    def __init__(self, path: Path, sha256: str | None, capability: str, hint: str) -> None:
+    def __init__(self, path: Path, sha256: str | None, capability: str, hint: str,
+                 build: Callable[[Path], object] | None = None) -> None:
         self._path, self._sha, self._capability, self._hint = path, sha256, capability, hint
+        self._build = build or _plain_session
         self._session: object | None = None
         self._loaded = False
         self._lock = threading.Lock()
@@ -104,10 +108,14 @@ class _OnnxModel:
                 self._loaded = True
                 path = verified(self._path, self._sha, self._capability, self._hint)
                 if path is not None:
-                    import onnxruntime as ort
-
-                    self._session = ort.InferenceSession(str(path), ort_options(), providers=["CPUExecutionProvider"])
+                    self._session = self._build(path)
             return self._session
+
+
+def _plain_session(path: Path) -> object:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), ort_options(), providers=["CPUExecutionProvider"])
 
 
 class SSDObjectDetector:

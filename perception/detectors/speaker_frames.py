@@ -12,13 +12,13 @@ apart better; after the ReLU it is the model's own embedding.
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from perception.detectors.model_files import MODELS_DIR, ort_options, verified
+from perception.detectors.model_files import MODELS_DIR, ort_options
+from perception.detectors.objects import _OnnxModel
 from perception.detectors.speaker_clusters import runs as _runs
 
 __all__ = ["CAM_STEP_S", "EMBEDDING_FILE", "SAMPLE_RATE", "CamPlus", "SpeakerEmbedder", "cam_mask", "fill_gaps",
@@ -44,22 +44,13 @@ class CamPlus:
     """The vendored CAM++ model with its frame features exposed; loaded on first use (thread-safe)."""
 
     def __init__(self, path: Path, sha256: str | None, capability: str, hint: str) -> None:
-        self._args = (path, sha256, capability, hint)
-        self._session: Any = None
-        self._loaded = False
-        self._lock = threading.Lock()
+        self._model = _OnnxModel(path, sha256, capability, hint, build=self._build)
         self._dense = np.zeros((0, 0), np.float32)
         self._bn = (np.zeros(0), np.ones(0), np.ones(0), np.zeros(0))
 
     def session(self) -> Any:
         """The onnxruntime session (``None`` when the file is missing or fails its checksum)."""
-        with self._lock:
-            if not self._loaded:
-                self._loaded = True
-                path = verified(*self._args)
-                if path is not None:
-                    self._session = self._build(path)
-            return self._session
+        return self._model.session()
 
     def _build(self, path: Path) -> Any:
         import onnx

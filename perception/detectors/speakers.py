@@ -151,6 +151,25 @@ class Diarization:
         return max(best, key=lambda k: best[k])
 
 
+def _piece_voices(windows: list[tuple[float, np.ndarray, np.ndarray]], overlaps: list[np.ndarray], items: list,
+                  lab: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every frame gets the voice of its piece (where two pieces overlap, the later one is its second
+    voice); frames of runs too short to embed take their window's main voice."""
+    piece = [np.full(len(act), -1) for _, act, _ in windows]
+    piece2 = [np.full(len(act), -1) for _, act, _ in windows]
+    for (w, k, (a, b), _, _), c in zip(items, lab):
+        mine = np.zeros(len(piece[w]), bool)
+        mine[a:b] = windows[w][1][a:b, k]
+        free = mine & (piece[w] < 0)
+        piece[w][free] = c
+        piece2[w][mine & ~free & (piece[w] != c) & overlaps[w]] = c
+    for w, (_, act, _) in enumerate(windows):
+        known = piece[w][piece[w] >= 0]
+        main = int(np.bincount(known).argmax()) if len(known) else 0
+        piece[w][act.any(1) & (piece[w] < 0)] = main
+    return piece, piece2
+
+
 class Diarizer:
     """Segmentation per window + embeddings per local speaker's run + clustering + frame-level following.
 
@@ -411,20 +430,8 @@ class Diarizer:
         """
         names = sorted(set(labels))
         lab = np.array([names.index(c) for c in labels])
-        piece = [np.full(len(act), -1) for _, act, _ in windows]  # the piece's voice, per frame and window
-        piece2 = [np.full(len(act), -1) for _, act, _ in windows]
-        for (w, k, (a, b), _, _), c in zip(items, lab):
-            mine = np.zeros(len(piece[w]), bool)
-            mine[a:b] = windows[w][1][a:b, k]
-            free = mine & (piece[w] < 0)
-            piece[w][free] = c
-            piece2[w][mine & ~free & (piece[w] != c) & overlaps[w]] = c
         if len(names) < 2 or self.switch is None:
-            for w, (_, act, _) in enumerate(windows):  # frames of runs too short to embed: the window's main voice
-                known = piece[w][piece[w] >= 0]
-                main = int(np.bincount(known).argmax()) if len(known) else 0
-                piece[w][act.any(1) & (piece[w] < 0)] = main
-            return piece, piece2
+            return _piece_voices(windows, overlaps, items, lab)
         centre = (raw * seconds[:, None]).sum(0) / seconds.sum()
         z = raw - centre
         z /= np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-9)
@@ -445,7 +452,7 @@ class Diarizer:
                     local.append(v / max(float(np.linalg.norm(v)), 1e-9))
                     steps.append((w, frames))
         if not steps:
-            return piece, piece2
+            return _piece_voices(windows, overlaps, items, lab)
         cents = np.stack([(z[lab == c] * seconds[lab == c, None]).sum(0) for c in range(len(names))])
         cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
         scores = np.stack(local) @ cents.T
@@ -454,7 +461,6 @@ class Diarizer:
         second = [np.full(len(act), -1) for _, act, _ in windows]
         for (w, frames), c, score in zip(steps, path, scores):
             first[w][frames] = c
-            act = windows[w][1]
             two = frames[overlaps[w][frames]]
             if len(two):
                 order = np.argsort(-score)
